@@ -1,0 +1,315 @@
+#!/bin/sh
+# build.sh: build cowbell and install the binary as bin/cowbell.
+#
+# Run from the repository root (herdr's `plugin install` runs it through the
+# [[build]] entry of herdr-plugin.toml). POSIX sh; never calls git, so it also
+# works in a release tarball.
+#
+#   sh build.sh          static release binary (musl; static glibc fallback)
+#   sh build.sh --tiny   nightly build-std + immediate-abort panics, when a
+#                        nightly toolchain with rust-src is installed;
+#                        otherwise the normal build
+#
+# Linux x86_64/aarch64: <arch>-unknown-linux-musl, the musl target is added
+# with rustup when missing; if musl cannot be had, a static glibc binary
+# (-C target-feature=+crt-static, <arch>-unknown-linux-gnu).
+# macOS: a normal release binary. Other Linux architectures: a normal
+# (dynamic) release binary for the host.
+#
+# The artefact is taken from ${CARGO_TARGET_DIR:-target}/<triple>/release/
+# (the --tiny build uses ${CARGO_TARGET_DIR:-target}/tiny/<triple>/release/ so
+# it does not evict the normal build), copied into bin/ under a temporary name
+# and renamed over bin/cowbell, so a running daemon's binary is replaced
+# atomically rather than overwritten in place.
+#
+# --tiny flags: nightlies since late 2025 spell immediate-abort panics as
+# `-Zunstable-options -Cpanic=immediate-abort` (the old
+# `-Z build-std-features=panic_immediate_abort` is a compile error there);
+# older nightlies only know the build-std feature. The script probes rustc
+# for the new spelling and uses the old one when the probe fails.
+
+set -eu
+
+NORMAL_GOAL_KIB=480
+TINY_GOAL_KIB=128
+
+say() { printf 'build.sh: %s\n' "$*"; }
+die() { printf 'build.sh: error: %s\n' "$*" >&2; exit 1; }
+
+usage() {
+    cat <<'EOF'
+usage: sh build.sh [--tiny] [--help]
+
+Builds the cowbell release binary and installs it as bin/cowbell.
+
+  (no option)  static release binary: <arch>-unknown-linux-musl on Linux
+               (adds the musl target with rustup when missing; falls back
+               to a static glibc binary), a normal release build on macOS
+  --tiny       size-optimised build with nightly -Z build-std and
+               immediate-abort panics; needs the nightly toolchain with the
+               rust-src component, else does the normal build
+  -h, --help   show this help
+
+Honours CARGO_TARGET_DIR. Size goal: at most 480 KiB (128 KiB with --tiny).
+EOF
+}
+
+tiny=0
+for arg in "$@"; do
+    case $arg in
+        --tiny) tiny=1 ;;
+        -h|--help) usage; exit 0 ;;
+        *) printf 'build.sh: unknown argument: %s\n' "$arg" >&2; usage >&2; exit 2 ;;
+    esac
+done
+
+# Work from the directory holding this script (the repository root).
+case $0 in
+    */*) cd "${0%/*}" ;;
+esac
+[ -f Cargo.toml ] || die "no Cargo.toml in $(pwd); run build.sh from the cowbell repository root"
+
+# herdr may run the build with a minimal PATH; look in rustup's default place.
+if ! command -v cargo >/dev/null 2>&1; then
+    cargo_bin=${CARGO_HOME:-${HOME:-/nonexistent}/.cargo}/bin
+    if [ -x "$cargo_bin/cargo" ]; then
+        PATH=$cargo_bin:$PATH
+        export PATH
+        say "using cargo from $cargo_bin (not on PATH)"
+    else
+        echo "cowbell: build.sh: cargo not found; install Rust from https://rustup.rs and run sh build.sh again" >&2
+        exit 1
+    fi
+fi
+
+have_rustup=0
+command -v rustup >/dev/null 2>&1 && have_rustup=1
+
+target_root=${CARGO_TARGET_DIR:-target}
+os=$(uname -s)
+machine=$(uname -m)
+
+case $machine in
+    x86_64|amd64) arch=x86_64 ;;
+    aarch64|arm64) arch=aarch64 ;;
+    *) arch=$machine ;;
+esac
+
+# Which target the build uses, and how to describe it.
+mode=           # musl | glibc-static | native
+triple=         # --target triple; empty for a plain host build
+artefact=
+tiny_built=0
+
+# Is the standard library for target $1 installed in the current toolchain?
+have_target() {
+    sysroot=$(rustc --print sysroot 2>/dev/null) || return 1
+    [ -d "$sysroot/lib/rustlib/$1/lib" ]
+}
+
+build_musl() {
+    musl=$arch-unknown-linux-musl
+    if ! have_target "$musl"; then
+        if [ "$have_rustup" = 1 ]; then
+            say "adding the $musl target (rustup target add $musl)"
+            if ! rustup target add "$musl"; then
+                say "rustup target add $musl failed"
+                return 1
+            fi
+        else
+            say "the $musl target is not installed and rustup is not available"
+            return 1
+        fi
+    fi
+    say "building static musl binary (cargo build --release --target $musl)"
+    if ! cargo build --release --target "$musl"; then
+        say "musl build failed"
+        return 1
+    fi
+    mode=musl
+    triple=$musl
+    artefact=$target_root/$musl/release/cowbell
+}
+
+build_glibc_static() {
+    gnu=$arch-unknown-linux-gnu
+    say "musl is not available: building a static glibc binary instead (RUSTFLAGS=-C target-feature=+crt-static, --target $gnu)"
+    RUSTFLAGS="${RUSTFLAGS:+$RUSTFLAGS }-C target-feature=+crt-static" \
+        cargo build --release --target "$gnu" \
+        || die "static glibc build failed (cargo build --release --target $gnu)"
+    mode=glibc-static
+    triple=$gnu
+    artefact=$target_root/$gnu/release/cowbell
+}
+
+build_native() {
+    say "building release binary (cargo build --release)"
+    cargo build --release || die "cargo build --release failed"
+    mode=native
+    triple=
+    artefact=$target_root/release/cowbell
+}
+
+build_normal() {
+    if [ "$os" = Linux ] && { [ "$arch" = x86_64 ] || [ "$arch" = aarch64 ]; }; then
+        build_musl || build_glibc_static
+    elif [ "$os" = Linux ]; then
+        say "no static target configured for $machine: building a normal (dynamic) release binary"
+        build_native
+    else
+        [ "$os" = Darwin ] || say "unrecognised OS $os: building a normal release binary"
+        build_native
+    fi
+}
+
+# --tiny: returns 1 (after saying why) when the prerequisites are missing.
+build_tiny() {
+    if [ "$have_rustup" != 1 ]; then
+        say "--tiny needs rustup with a nightly toolchain; rustup not found"
+        return 1
+    fi
+    if ! rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
+        say "--tiny needs a nightly toolchain (rustup toolchain install nightly --component rust-src)"
+        return 1
+    fi
+    if ! rustup component list --toolchain nightly --installed 2>/dev/null | grep -q '^rust-src'; then
+        say "--tiny needs the rust-src component of nightly (rustup component add rust-src --toolchain nightly)"
+        return 1
+    fi
+    if [ "$os" = Linux ] && { [ "$arch" = x86_64 ] || [ "$arch" = aarch64 ]; }; then
+        ttriple=$arch-unknown-linux-musl
+        if ! rustup target list --toolchain nightly --installed 2>/dev/null | grep -qx "$ttriple"; then
+            say "adding the $ttriple target to nightly (rustup target add --toolchain nightly $ttriple)"
+            if ! rustup target add --toolchain nightly "$ttriple"; then
+                say "--tiny needs the $ttriple target for nightly (its self-contained C runtime); rustup target add failed"
+                return 1
+            fi
+        fi
+        tmode=musl
+    else
+        ttriple=$(rustc +nightly -vV | sed -n 's/^host: //p')
+        [ -n "$ttriple" ] || { say "cannot determine the nightly host triple"; return 1; }
+        tmode=native
+    fi
+
+    tiny_dir=$target_root/tiny
+    if rustc +nightly -Zunstable-options -Cpanic=immediate-abort --print cfg >/dev/null 2>&1; then
+        say "building tiny binary (nightly, -Z build-std=std,panic_abort, -Zunstable-options -Cpanic=immediate-abort, --target $ttriple)"
+        CARGO_TARGET_DIR=$tiny_dir \
+        RUSTFLAGS="${RUSTFLAGS:+$RUSTFLAGS }-Zunstable-options -Cpanic=immediate-abort" \
+            cargo +nightly build --release --target "$ttriple" \
+                -Z build-std=std,panic_abort \
+            || die "tiny build failed (plain 'sh build.sh' still works)"
+    else
+        say "building tiny binary (nightly, -Z build-std=std,panic_abort, -Z build-std-features=panic_immediate_abort, --target $ttriple)"
+        CARGO_TARGET_DIR=$tiny_dir \
+            cargo +nightly build --release --target "$ttriple" \
+                -Z build-std=std,panic_abort \
+                -Z build-std-features=panic_immediate_abort \
+            || die "tiny build failed (plain 'sh build.sh' still works)"
+    fi
+    mode=$tmode
+    triple=$ttriple
+    artefact=$tiny_dir/$ttriple/release/cowbell
+    tiny_built=1
+}
+
+if [ "$tiny" = 1 ]; then
+    if ! build_tiny; then
+        say "falling back to the normal build"
+        build_normal
+    fi
+else
+    build_normal
+fi
+
+[ -f "$artefact" ] || die "build finished but $artefact does not exist"
+
+# Install atomically: copy to a temporary name in bin/, then rename.
+mkdir -p bin
+tmp=bin/.cowbell.tmp.$$
+trap 'rm -f "$tmp"' EXIT
+trap 'rm -f "$tmp"; exit 1' HUP INT TERM
+cp "$artefact" "$tmp"
+chmod 755 "$tmp"
+mv -f "$tmp" bin/cowbell
+trap - EXIT HUP INT TERM
+
+# Size.
+size=$(wc -c < bin/cowbell | tr -d ' ')
+kib10=$(( (size * 10 + 512) / 1024 ))
+kib=$((kib10 / 10)).$((kib10 % 10))
+
+# Does the ELF file $1 have a PT_INTERP program header? Reads the headers with
+# od; 0 = yes, 1 = no, 2 = cannot tell.
+elf_has_interp() {
+    command -v od >/dev/null 2>&1 || return 2
+    magic=$(od -An -c -N 4 "$1" 2>/dev/null | tr -d ' ') || return 2
+    [ "$magic" = '177ELF' ] || return 2
+    class=$(od -An -t u1 -j 4 -N 1 "$1" | tr -d ' ')
+    if [ "$class" = 2 ]; then
+        phoff=$(od -An -t u8 -j 32 -N 8 "$1" | tr -d ' ')
+        phentsize=$(od -An -t u2 -j 54 -N 2 "$1" | tr -d ' ')
+        phnum=$(od -An -t u2 -j 56 -N 2 "$1" | tr -d ' ')
+    else
+        phoff=$(od -An -t u4 -j 28 -N 4 "$1" | tr -d ' ')
+        phentsize=$(od -An -t u2 -j 42 -N 2 "$1" | tr -d ' ')
+        phnum=$(od -An -t u2 -j 44 -N 2 "$1" | tr -d ' ')
+    fi
+    [ -n "$phoff" ] && [ -n "$phentsize" ] && [ -n "$phnum" ] || return 2
+    i=0
+    while [ "$i" -lt "$phnum" ]; do
+        ptype=$(od -An -t u4 -j $((phoff + i * phentsize)) -N 4 "$1" | tr -d ' ')
+        [ "$ptype" = 3 ] && return 0
+        i=$((i + 1))
+    done
+    return 1
+}
+
+if [ "$os" = Darwin ]; then
+    linkage="dynamic (macOS)"
+elif command -v file >/dev/null 2>&1; then
+    info=$(file -b bin/cowbell 2>/dev/null || true)
+    case $info in
+        *"statically linked"*|*"static-pie linked"*) linkage=static ;;
+        *"dynamically linked"*) linkage=dynamic ;;
+        *) linkage="unknown ($info)" ;;
+    esac
+else
+    rc=0
+    elf_has_interp bin/cowbell || rc=$?
+    case $rc in
+        0) linkage=dynamic ;;
+        1) linkage=static ;;
+        *)
+            if command -v ldd >/dev/null 2>&1; then
+                case $(ldd bin/cowbell 2>&1 || true) in
+                    *"not a dynamic executable"*|*"statically linked"*) linkage=static ;;
+                    *) linkage=dynamic ;;
+                esac
+            else
+                linkage=unknown
+            fi
+            ;;
+    esac
+fi
+
+case $mode in
+    musl) what="static musl build" ;;
+    glibc-static) what="static glibc build (musl unavailable)" ;;
+    *) what="release build" ;;
+esac
+[ "$tiny_built" = 1 ] && what="tiny $what"
+say "built bin/cowbell: $what${triple:+, $triple}, from $artefact"
+say "size: $size bytes ($kib KiB); linkage: $linkage"
+
+if [ "$tiny_built" = 1 ]; then
+    goal=$TINY_GOAL_KIB
+else
+    goal=$NORMAL_GOAL_KIB
+fi
+if [ "$size" -le $((goal * 1024)) ]; then
+    say "size goal: within $goal KiB"
+else
+    say "warning: size goal missed: $kib KiB is over $goal KiB"
+fi

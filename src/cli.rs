@@ -1,0 +1,236 @@
+//! The command line: a pure parse into `Command`, and the help texts.
+
+
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Command {
+    Daemon { replace: bool, foreground: bool },
+    Watchdog,
+    On,
+    Off,
+    RemoveIcons,
+    Status { json: bool },
+    Sync,
+    Presets,
+    ConfigCheck,
+    Help(&'static str),
+    Version,
+}
+
+pub const HELP: &str = "\
+cowbell: status icons in front of herdr tab names
+
+Usage: cowbell <command> [options]
+
+Commands:
+  daemon [--replace] [--foreground]
+                  run the daemon for this herdr server (detaches unless --foreground)
+  watchdog        start the daemon if none runs (the pane.agent_detected hook)
+  on              clear the off flag and start (or replace) the daemon
+  off             stop the daemon, restore every tab name, stay off until `on`
+  remove-icons    like off, and strip a leading icon from every tab herdr lists
+  status [--json] show the daemon, the server, the configuration and every tab
+  sync            one resync in the foreground, for hosts that want no daemon
+  presets         show every icon preset as a sample tab bar
+  config check    print the effective configuration, or its problems
+  help            show this text (also -h, --help; `cowbell <command> --help`)
+  version         show the version (also -V, --version)
+
+Exit codes:
+  0  success (also: a daemon already runs, or cowbell is off)
+  1  failure: a file could not be read or written, or the configuration has errors
+  2  usage error
+  3  the herdr server could not be reached or refused a request
+
+Environment: HERDR_SOCKET_PATH, HERDR_PLUGIN_STATE_DIR, HERDR_PLUGIN_CONFIG_DIR
+and HERDR_PLUGIN_ID, as herdr sets them for plugins (see README.md).
+";
+
+const HELP_DAEMON: &str = "\
+Usage: cowbell daemon [--replace] [--foreground]
+
+Runs the daemon for the herdr server at HERDR_SOCKET_PATH. If one already runs,
+exits 0 with a note. --replace asks the running daemon to hand over (it exits
+without touching tab names) and takes its place; the startup hook uses it.
+--foreground stays attached and copies the log to stderr.
+Signals: SIGTERM or SIGINT restore every tab name and exit; SIGHUP reloads the
+configuration; SIGUSR1 exits without touching names.
+";
+
+const HELP_WATCHDOG: &str = "\
+Usage: cowbell watchdog
+
+Starts the daemon if none runs for this server and cowbell is not off;
+otherwise does nothing. Silent on success.
+";
+
+const HELP_ON: &str = "Usage: cowbell on\n\nClears the off flag and starts (or replaces) the daemon.\n";
+const HELP_OFF: &str = "\
+Usage: cowbell off
+
+Stops the daemon, which gives every tab its name back, and keeps cowbell off
+for this server (the hooks start nothing) until `cowbell on`.
+";
+const HELP_REMOVE_ICONS: &str = "\
+Usage: cowbell remove-icons
+
+Like `off`, and also strips a leading icon of any preset from every tab herdr
+lists, so it cleans up after a crash or before uninstalling. Needs no daemon.
+";
+const HELP_STATUS: &str = "\
+Usage: cowbell status [--json]
+
+Shows whether the daemon runs, the socket and whether herdr answers, on or off,
+configuration problems, and per tab: base, current label, status, cool-down.
+";
+const HELP_SYNC: &str = "Usage: cowbell sync\n\nOne resync in the foreground, then exit.\n";
+const HELP_PRESETS: &str = "Usage: cowbell presets\n\nShows every icon preset as a sample tab bar.\n";
+const HELP_CONFIG: &str = "\
+Usage: cowbell config check
+
+Prints the effective configuration as JSON (exit 0), or its problems (exit 1).
+";
+
+/// A parse that failed: the message for stderr.
+#[derive(Debug, PartialEq)]
+pub struct UsageError(pub String);
+
+impl From<lexopt::Error> for UsageError {
+    fn from(error: lexopt::Error) -> UsageError {
+        UsageError(error.to_string())
+    }
+}
+
+pub fn parse_from_env() -> Result<Command, UsageError> {
+    parse(lexopt::Parser::from_env())
+}
+
+#[cfg(test)]
+pub fn parse_args<I: IntoIterator<Item = std::ffi::OsString>>(args: I) -> Result<Command, UsageError> {
+    parse(lexopt::Parser::from_args(args))
+}
+
+fn parse(mut parser: lexopt::Parser) -> Result<Command, UsageError> {
+    use lexopt::prelude::*;
+    let Some(arg) = parser.next()? else {
+        return Err(UsageError("no command given; try `cowbell --help`".into()));
+    };
+    let name = match arg {
+        Short('h') | Long("help") => return Ok(Command::Help(HELP)),
+        Short('V') | Long("version") => return Ok(Command::Version),
+        Value(name) => name.string()?,
+        other => return Err(other.unexpected().into()),
+    };
+    match name.as_str() {
+        "daemon" => {
+            let (mut replace, mut foreground) = (false, false);
+            while let Some(arg) = parser.next()? {
+                match arg {
+                    Long("replace") => replace = true,
+                    Long("foreground") => foreground = true,
+                    Short('h') | Long("help") => return Ok(Command::Help(HELP_DAEMON)),
+                    other => return Err(other.unexpected().into()),
+                }
+            }
+            Ok(Command::Daemon { replace, foreground })
+        }
+        "status" => {
+            let mut json = false;
+            while let Some(arg) = parser.next()? {
+                match arg {
+                    Long("json") => json = true,
+                    Short('h') | Long("help") => return Ok(Command::Help(HELP_STATUS)),
+                    other => return Err(other.unexpected().into()),
+                }
+            }
+            Ok(Command::Status { json })
+        }
+        "config" => match parser.next()? {
+            Some(Value(sub)) if sub == "check" => no_more(parser, Command::ConfigCheck, HELP_CONFIG),
+            Some(Short('h') | Long("help")) => Ok(Command::Help(HELP_CONFIG)),
+            Some(other) => Err(UsageError(format!("{}; the config command has one subcommand: check", other.unexpected()))),
+            None => Err(UsageError("config: missing subcommand; try `cowbell config check`".into())),
+        },
+        "watchdog" => no_more(parser, Command::Watchdog, HELP_WATCHDOG),
+        "on" => no_more(parser, Command::On, HELP_ON),
+        "off" => no_more(parser, Command::Off, HELP_OFF),
+        "remove-icons" => no_more(parser, Command::RemoveIcons, HELP_REMOVE_ICONS),
+        "sync" => no_more(parser, Command::Sync, HELP_SYNC),
+        "presets" => no_more(parser, Command::Presets, HELP_PRESETS),
+        "help" => no_more(parser, Command::Help(HELP), HELP),
+        "version" => no_more(parser, Command::Version, HELP),
+        other => Err(UsageError(format!("unknown command {other:?}; try `cowbell --help`"))),
+    }
+}
+
+/// A command without options still answers `--help`.
+fn no_more(mut parser: lexopt::Parser, command: Command, help: &'static str) -> Result<Command, UsageError> {
+    use lexopt::prelude::*;
+    match parser.next()? {
+        None => Ok(command),
+        Some(Short('h') | Long("help")) => Ok(Command::Help(help)),
+        Some(other) => Err(other.unexpected().into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Command, UsageError> {
+        parse_args(args.iter().map(std::ffi::OsString::from))
+    }
+
+    #[test]
+    fn every_command_parses() {
+        let table: &[(&[&str], Command)] = &[
+            (&["daemon"], Command::Daemon { replace: false, foreground: false }),
+            (&["daemon", "--replace"], Command::Daemon { replace: true, foreground: false }),
+            (&["daemon", "--foreground", "--replace"], Command::Daemon { replace: true, foreground: true }),
+            (&["watchdog"], Command::Watchdog),
+            (&["on"], Command::On),
+            (&["off"], Command::Off),
+            (&["remove-icons"], Command::RemoveIcons),
+            (&["status"], Command::Status { json: false }),
+            (&["status", "--json"], Command::Status { json: true }),
+            (&["sync"], Command::Sync),
+            (&["presets"], Command::Presets),
+            (&["config", "check"], Command::ConfigCheck),
+            (&["--version"], Command::Version),
+            (&["-V"], Command::Version),
+            (&["version"], Command::Version),
+            (&["--help"], Command::Help(HELP)),
+            (&["help"], Command::Help(HELP)),
+            (&["daemon", "--help"], Command::Help(HELP_DAEMON)),
+            (&["off", "-h"], Command::Help(HELP_OFF)),
+            (&["config", "--help"], Command::Help(HELP_CONFIG)),
+        ];
+        for (args, expected) in table {
+            assert_eq!(parse(args).as_ref(), Ok(expected), "{args:?}");
+        }
+    }
+
+    #[test]
+    fn unknown_input_is_a_usage_error() {
+        for args in [
+            &[][..],
+            &["dance"],
+            &["daemon", "--fast"],
+            &["off", "now"],
+            &["config"],
+            &["config", "show"],
+            &["status", "--yaml"],
+            &["--frobnicate"],
+        ] {
+            let error = parse(args).unwrap_err();
+            assert!(!error.0.is_empty(), "{args:?}");
+        }
+    }
+
+    #[test]
+    fn help_lists_every_command() {
+        for command in ["daemon", "watchdog", "on", "off", "remove-icons", "status", "sync", "presets", "config check"] {
+            assert!(HELP.contains(&format!("\n  {command}")), "{command}");
+        }
+    }
+}

@@ -1,0 +1,368 @@
+//! The short commands that herdr's hooks and menu actions run.
+//!
+//! Each finishes quickly and talks to herdr with one blocking request per
+//! connection (`herdr::call`); the daemon is reached through its pidfile
+//! and signals (see `daemon`). The decisions (labels, restores) come from
+//! the same pure core the daemon uses.
+
+use std::io::Write;
+use std::time::Instant;
+
+use miniserde::{Serialize, json};
+
+use crate::config;
+use crate::daemon::{self, Holder, Lock, Started};
+use crate::error::Error;
+use crate::fights::Timing;
+use crate::files;
+use crate::herdr::{self, Message, TabInfo};
+use crate::labels;
+use crate::log::utc_timestamp;
+use crate::paths::Paths;
+use crate::resync::{ECHO_MEMORY, Settings, Tab};
+use crate::state::{self, Clock, State};
+
+pub fn daemon(paths: &Paths, replace: bool, foreground: bool) -> Result<u8, Error> {
+    match start_daemon(paths, replace, foreground)? {
+        Started::AlreadyRunning(pid) => {
+            let pid = pid.map_or(String::new(), |pid| format!(" (pid {pid})"));
+            eprintln!("cowbell: a daemon already runs for this server{pid}");
+            Ok(0)
+        }
+        Started::Off => {
+            eprintln!("cowbell: off for this server; `cowbell on` turns it back on");
+            Ok(0)
+        }
+        Started::Detached => Ok(0),
+        Started::Exited(code) => Ok(code),
+    }
+}
+
+fn start_daemon(paths: &Paths, replace: bool, foreground: bool) -> Result<Started, Error> {
+    daemon::start(paths, replace, foreground).map_err(Error::io("starting the daemon"))
+}
+
+/// The `pane.agent_detected` hook: make sure a daemon runs, say nothing.
+pub fn watchdog(paths: &Paths) -> Result<u8, Error> {
+    match start_daemon(paths, false, false)? {
+        Started::Exited(code) => Ok(code),
+        _ => Ok(0),
+    }
+}
+
+pub fn on(paths: &Paths) -> Result<u8, Error> {
+    if let Holder::Free(lock) = daemon::try_lock(paths).map_err(Error::io("locking the pidfile"))? {
+        let mut state = read_state(paths);
+        if state.off {
+            state.off = false;
+            write_state(paths, &state)?;
+        }
+        drop(lock);
+    }
+    let code = match start_daemon(paths, true, false)? {
+        Started::Exited(code) => code,
+        _ => 0,
+    };
+    println!("cowbell: on");
+    Ok(code)
+}
+
+pub fn off(paths: &Paths, every_tab: bool) -> Result<u8, Error> {
+    let lock = stop_daemon(paths)?;
+    let restored = restore_from_state(paths, every_tab);
+    let mut state = read_state(paths);
+    state.off = true;
+    write_state(paths, &state)?;
+    drop(lock);
+    let n = restored?;
+    let what = if every_tab { "icons removed" } else { "off" };
+    println!("cowbell: {what}; {n} tab names restored by this command");
+    Ok(0)
+}
+
+/// Stops a running daemon (which restores names) and returns the lock, so
+/// no hook can start a new daemon while this command finishes.
+fn stop_daemon(paths: &Paths) -> Result<Lock, Error> {
+    let signalled = daemon::signal_daemon(paths, libc::SIGTERM).map_err(Error::io("stopping the daemon"))?;
+    let wait = if signalled { daemon::STOP_WAIT } else { daemon::HANDOVER_WAIT };
+    match daemon::wait_for_lock(paths, wait).map_err(Error::io("locking the pidfile"))? {
+        Some(lock) => Ok(lock),
+        None => Err(Error::Io {
+            what: "stopping the daemon".into(),
+            source: std::io::Error::other(format!("it still runs after {} s", wait.as_secs())),
+        }),
+    }
+}
+
+/// Gives back the names of the tabs state.json still tracks (after a
+/// crash, or with no daemon), and with `every_tab` strips a leading icon
+/// from every other tab too. Returns how many tabs were renamed.
+fn restore_from_state(paths: &Paths, every_tab: bool) -> Result<usize, Error> {
+    let mut state = read_state(paths);
+    if state.tabs.is_empty() && !every_tab {
+        return Ok(0);
+    }
+    let config = config::load(&paths.config_file).config;
+    let labeler = config.labeler();
+    let tracker = state::to_tracker(&state, Clock::now(), &Timing::REAL);
+    let tabs = list_tabs(paths)?;
+    let renames = tracker.restore_plan(&tabs, &labeler, every_tab, Instant::now());
+    let mut restored = 0;
+    let mut failed: Vec<&str> = Vec::new();
+    let mut first_error = None;
+    for rename in &renames {
+        match herdr::call(&paths.socket, "tab.rename", &herdr::rename_params(&rename.tab_id, &rename.label)) {
+            Ok(_) => restored += 1,
+            Err(error) => {
+                eprintln!("cowbell: restoring {}: {error}", rename.tab_id);
+                failed.push(&rename.tab_id);
+                first_error.get_or_insert(error);
+            }
+        }
+    }
+    // Forget every tab whose name is back (or that is gone); keep the rest
+    // for the next try.
+    state.tabs.retain(|id, _| failed.contains(&id.as_str()));
+    write_state(paths, &state)?;
+    match first_error {
+        Some(error) => Err(Error::herdr("restoring tab names")(error)),
+        None => Ok(restored),
+    }
+}
+
+/// One resync in the foreground (for scripts, and hosts without a daemon).
+pub fn sync(paths: &Paths) -> Result<u8, Error> {
+    let lock = match daemon::try_lock(paths).map_err(Error::io("locking the pidfile"))? {
+        Holder::Free(lock) => lock,
+        Holder::Daemon(_) => {
+            // The daemon keeps the state; ask it to resync instead.
+            daemon::signal_daemon(paths, libc::SIGHUP).map_err(Error::io("signalling the daemon"))?;
+            println!("cowbell: the daemon resyncs");
+            return Ok(0);
+        }
+    };
+    let mut state = read_state(paths);
+    if state.off {
+        eprintln!("cowbell: off for this server; `cowbell on` turns it back on");
+        return Ok(0);
+    }
+    let loaded = config::load(&paths.config_file);
+    for problem in &loaded.problems {
+        eprintln!("cowbell: {}", problem.message);
+    }
+    let settings = Settings {
+        labeler: loaded.config.labeler(),
+        include_auto_named: loaded.config.include_auto_named,
+        spinner: false,
+        timing: Timing::REAL,
+        echo_memory: ECHO_MEMORY,
+    };
+    let clock = Clock::now();
+    let mut tracker = state::to_tracker(&state, clock, &settings.timing);
+    let tabs = list_tabs(paths)?;
+    let plan = tracker.resync(&tabs, &settings, clock.mono);
+    let mut failures = 0;
+    for rename in &plan.renames {
+        match herdr::call(&paths.socket, "tab.rename", &herdr::rename_params(&rename.tab_id, &rename.label)) {
+            Ok(_) => tracker.confirm(&rename.tab_id, &rename.label),
+            Err(error) => {
+                eprintln!("cowbell: renaming {}: {error}", rename.tab_id);
+                failures += 1;
+            }
+        }
+    }
+    state = state::from_tracker(&tracker, false, Clock::now());
+    write_state(paths, &state)?;
+    drop(lock);
+    Ok(if failures > 0 { 3 } else { 0 })
+}
+
+fn list_tabs(paths: &Paths) -> Result<Vec<Tab>, Error> {
+    check_socket(paths)?;
+    match herdr::call(&paths.socket, "tab.list", "{}").map_err(Error::herdr(server_what(paths)))? {
+        Message::Tabs(infos) => Ok(infos.iter().map(Tab::from_info).collect()),
+        other => Err(Error::Herdr { what: server_what(paths), why: format!("unexpected answer to tab.list: {other:?}") }),
+    }
+}
+
+fn server_what(paths: &Paths) -> String {
+    format!("herdr server at {}", paths.socket.display())
+}
+
+/// A clear word when the socket path is not a socket at all.
+fn check_socket(paths: &Paths) -> Result<(), Error> {
+    use std::os::unix::fs::FileTypeExt;
+    match std::fs::metadata(&paths.socket) {
+        Ok(meta) if !meta.file_type().is_socket() => {
+            Err(Error::Herdr { what: server_what(paths), why: "this path is not a socket".into() })
+        }
+        Err(error) => Err(Error::Herdr { what: server_what(paths), why: format!("{error} (is herdr running?)") }),
+        Ok(_) => Ok(()),
+    }
+}
+
+/// The state as the file holds it, without moving a corrupt file aside
+/// (that is the daemon's call).
+fn read_state(paths: &Paths) -> State {
+    match files::read_capped(&paths.state_file(), 8 << 20) {
+        Ok(Some(bytes)) => std::str::from_utf8(&bytes).ok().and_then(|t| state::decode(t).ok()).unwrap_or_default(),
+        _ => State::default(),
+    }
+}
+
+fn write_state(paths: &Paths, state: &State) -> Result<(), Error> {
+    state::save(&paths.state_file(), state, &mut None)
+        .map(|_| ())
+        .map_err(Error::io(format!("writing {}", paths.state_file().display())))
+}
+
+#[derive(Serialize)]
+struct TabStatus {
+    tab_id: String,
+    label: String,
+    base: Option<String>,
+    status: String,
+    tracked: bool,
+    fights: usize,
+    cooldown_until: Option<String>,
+}
+
+#[derive(Serialize)]
+struct StatusReport {
+    daemon_running: bool,
+    pid: Option<u32>,
+    socket: String,
+    server_reachable: bool,
+    server_error: Option<String>,
+    off: bool,
+    state_dir: String,
+    config_file: String,
+    config_problems: Vec<String>,
+    tabs: Vec<TabStatus>,
+}
+
+pub fn status(paths: &Paths, as_json: bool) -> Result<u8, Error> {
+    let (running, pid) = match daemon::try_lock(paths) {
+        Ok(Holder::Daemon(pid)) => (true, pid),
+        _ => (false, None),
+    };
+    let state = read_state(paths);
+    let loaded = config::load(&paths.config_file);
+    let (tabs, server_error) = match list_tabs_raw(paths) {
+        Ok(tabs) => (tabs, None),
+        Err(error) => (Vec::new(), Some(error.to_string())),
+    };
+    let now_ms = Clock::now().wall_ms;
+    let tab_rows: Vec<TabStatus> = tabs
+        .iter()
+        .map(|tab| {
+            let entry = state.tabs.get(&tab.tab_id);
+            TabStatus {
+                tab_id: tab.tab_id.clone(),
+                label: tab.label.clone(),
+                base: entry.map(|e| e.base.clone()),
+                status: tab.agent_status.clone().unwrap_or_else(|| "unknown".into()),
+                tracked: entry.is_some(),
+                fights: entry.map_or(0, |e| e.fights_ms.len()),
+                cooldown_until: entry
+                    .and_then(|e| e.cooldown_until_ms)
+                    .filter(|until| *until > now_ms)
+                    .map(|until| utc_timestamp(until / 1000)),
+            }
+        })
+        .collect();
+    let report = StatusReport {
+        daemon_running: running,
+        pid,
+        socket: paths.socket.display().to_string(),
+        server_reachable: server_error.is_none(),
+        server_error,
+        off: state.off,
+        state_dir: paths.server_dir.display().to_string(),
+        config_file: paths.config_file.display().to_string(),
+        config_problems: loaded.problems.iter().map(|p| p.message.clone()).collect(),
+        tabs: tab_rows,
+    };
+    let summary = summary_line(&report);
+    if std::env::var_os("HERDR_PLUGIN_ACTION_ID").is_some() && report.server_reachable {
+        let _ = herdr::call(&paths.socket, "notification.show", &herdr::notification_params("cowbell", &summary));
+    }
+    let mut out = std::io::stdout().lock();
+    let text = if as_json { json::to_string(&report) + "\n" } else { status_text(&report, &summary) };
+    out.write_all(text.as_bytes()).map_err(Error::io("writing to stdout"))?;
+    Ok(0)
+}
+
+fn list_tabs_raw(paths: &Paths) -> Result<Vec<TabInfo>, Error> {
+    check_socket(paths)?;
+    match herdr::call(&paths.socket, "tab.list", "{}").map_err(Error::herdr(server_what(paths)))? {
+        Message::Tabs(infos) => Ok(infos),
+        other => Err(Error::Herdr { what: server_what(paths), why: format!("unexpected answer: {other:?}") }),
+    }
+}
+
+fn summary_line(report: &StatusReport) -> String {
+    let daemon = match (report.off, report.daemon_running) {
+        (true, _) => "off".to_string(),
+        (false, true) => "on, daemon running".to_string(),
+        (false, false) => "on, daemon not running".to_string(),
+    };
+    let tracked = report.tabs.iter().filter(|t| t.tracked).count();
+    let cooling = report.tabs.iter().filter(|t| t.cooldown_until.is_some()).count();
+    let mut line = format!("cowbell {daemon}; {tracked} of {} tabs tracked", report.tabs.len());
+    if cooling > 0 {
+        line.push_str(&format!(", {cooling} cooling down"));
+    }
+    if !report.config_problems.is_empty() {
+        line.push_str(&format!(", {} config problems", report.config_problems.len()));
+    }
+    if !report.server_reachable {
+        line.push_str(", herdr unreachable");
+    }
+    line
+}
+
+fn status_text(report: &StatusReport, summary: &str) -> String {
+    let mut text = format!("{summary}\n");
+    let pid = report.pid.map_or(String::new(), |pid| format!(" (pid {pid})"));
+    text.push_str(&format!("daemon: {}{pid}\n", if report.daemon_running { "running" } else { "not running" }));
+    match &report.server_error {
+        None => text.push_str(&format!("socket: {} (reachable)\n", report.socket)),
+        Some(error) => text.push_str(&format!("socket: {} (unreachable: {error})\n", report.socket)),
+    }
+    text.push_str(&format!("state: {} ({})\n", report.state_dir, if report.off { "off" } else { "on" }));
+    text.push_str(&format!("config: {}\n", report.config_file));
+    for problem in &report.config_problems {
+        text.push_str(&format!("  problem: {problem}\n"));
+    }
+    for tab in &report.tabs {
+        let base = tab.base.as_deref().map_or("(not tracked)".to_string(), |b| format!("base {b:?}"));
+        text.push_str(&format!("  {:<8} {:<10} {:?} {base}", tab.tab_id, tab.status, tab.label));
+        if tab.fights > 0 {
+            text.push_str(&format!(", {} fights", tab.fights));
+        }
+        if let Some(until) = &tab.cooldown_until {
+            text.push_str(&format!(", cooling down until {until}"));
+        }
+        text.push('\n');
+    }
+    text
+}
+
+pub fn presets() -> Result<u8, Error> {
+    print!("{}", labels::presets_sample());
+    Ok(0)
+}
+
+pub fn config_check(paths: &Paths) -> Result<u8, Error> {
+    let loaded = config::load(&paths.config_file);
+    for problem in &loaded.problems {
+        eprintln!("{}", problem.message);
+    }
+    if loaded.has_errors() {
+        let problems = loaded.problems.iter().filter(|p| p.severity == config::Severity::Error).count();
+        return Err(Error::Config { problems });
+    }
+    println!("{}", loaded.config.to_json());
+    Ok(0)
+}

@@ -1,0 +1,763 @@
+//! config.json: reading the user's settings, judging every key on its own,
+//! and showing the configuration in force.
+//!
+//! A broken setting never stops cowbell. Each invalid value becomes an error
+//! that names the file, the key, what was found and what is allowed, and that
+//! key keeps its default while the rest of the file still applies; an
+//! unknown key is only a warning, so a newer config file works with an older
+//! cowbell. `config check` prints these problems and fails on errors.
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use miniserde::json::{Number, Value};
+
+use crate::json_check;
+use crate::labels::{self, Labeler, Status};
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    /// The name of one of `labels::PRESETS`.
+    pub preset: String,
+    /// Overrides of the preset's icons, by `Status::index`; `Some("")`
+    /// turns the icon of that status off.
+    pub icons: [Option<String>; 5],
+    pub separator: String,
+    pub spinner: bool,
+    pub spinner_interval_ms: u64,
+    pub include_auto_named: bool,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            preset: labels::PRESETS[0].name.to_string(),
+            icons: Default::default(),
+            separator: " ".to_string(),
+            spinner: false,
+            spinner_interval_ms: 500,
+            include_auto_named: false,
+        }
+    }
+}
+
+/// A faster spinner costs a rename, and a `tab.renamed` event for every
+/// listener, several times a second per working tab.
+pub const MIN_SPINNER_INTERVAL_MS: u64 = 250;
+/// Beyond a minute a spinner is no spinner; the cap also keeps
+/// `Instant + interval` far from overflowing.
+pub const MAX_SPINNER_INTERVAL_MS: u64 = 60_000;
+/// A config file is a few hundred bytes; anything this big is a mistake,
+/// and reading it whole would waste the daemon's memory.
+pub const MAX_FILE_SIZE: u64 = 1024 * 1024;
+
+const KEYS: &str =
+    r#""preset", "icons", "separator", "spinner", "spinner_interval_ms", "include_auto_named""#;
+
+impl Config {
+    pub fn labeler(&self) -> Labeler {
+        // `parse` only keeps preset names that exist; the fallback covers a
+        // Config built by hand.
+        let preset = labels::preset(&self.preset).unwrap_or(&labels::PRESETS[0]);
+        Labeler::new(preset, &self.icons, &self.separator)
+    }
+
+    /// The configuration in force as a config.json. The icons are the
+    /// effective ones (the preset's, overridden by the custom ones, "" for
+    /// none), so the output shows what every status looks like and, fed back
+    /// as config.json, gives the same labels.
+    pub fn to_json(&self) -> String {
+        let labeler = self.labeler();
+        let mut json = String::from("{\n");
+        json.push_str(&format!("  \"preset\": {},\n", quote(&self.preset)));
+        json.push_str("  \"icons\": {\n");
+        for status in Status::ALL {
+            let comma = if status == Status::Unknown { "" } else { "," };
+            let icon = quote(labeler.icon(status));
+            json.push_str(&format!("    \"{}\": {icon}{comma}\n", status.name()));
+        }
+        json.push_str("  },\n");
+        json.push_str(&format!("  \"separator\": {},\n", quote(&self.separator)));
+        json.push_str(&format!("  \"spinner\": {},\n", self.spinner));
+        json.push_str(&format!(
+            "  \"spinner_interval_ms\": {},\n",
+            self.spinner_interval_ms
+        ));
+        json.push_str(&format!(
+            "  \"include_auto_named\": {}\n",
+            self.include_auto_named
+        ));
+        json.push_str("}\n");
+        json
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Severity {
+    Error,
+    Warning,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Problem {
+    pub severity: Severity,
+    /// A whole sentence for the user, starting with the file's name.
+    pub message: String,
+}
+
+/// A config file as read: the configuration to use (defaults where the file
+/// had nothing valid) and everything wrong with the file.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Loaded {
+    pub path: PathBuf,
+    pub config: Config,
+    pub problems: Vec<Problem>,
+}
+
+impl Loaded {
+    pub fn has_errors(&self) -> bool {
+        self.problems
+            .iter()
+            .any(|problem| problem.severity == Severity::Error)
+    }
+}
+
+/// Reads the config file at `path`. A missing file is no problem: it means
+/// defaults. A file that cannot be used at all is one error, and defaults.
+pub fn load(path: &Path) -> Loaded {
+    let file = path.display().to_string();
+    let (config, problems) = match read_file(path) {
+        Ok(Some(text)) => parse(&text, &file),
+        Ok(None) => (Config::default(), Vec::new()),
+        Err(why) => (
+            Config::default(),
+            vec![error(format!("{file}: cannot be read: {why}"))],
+        ),
+    };
+    Loaded {
+        path: path.to_path_buf(),
+        config,
+        problems,
+    }
+}
+
+/// The file's text, `None` when there is no file.
+fn read_file(path: &Path) -> Result<Option<String>, String> {
+    // Judge the path before opening it: opening a FIFO for reading would
+    // block until someone writes to it.
+    match std::fs::metadata(path) {
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(error.to_string()),
+        Ok(metadata) if !metadata.is_file() => return Err("not a regular file".to_string()),
+        Ok(_) => {}
+    }
+    // O_NONBLOCK covers a file swapped for a FIFO since the check; on a
+    // regular file it changes nothing.
+    let file = File::options()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path);
+    let file = match file {
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
+        other => other.map_err(|error| error.to_string())?,
+    };
+    let metadata = file.metadata().map_err(|error| error.to_string())?;
+    if !metadata.is_file() {
+        return Err("not a regular file".to_string());
+    }
+    let too_big = format!("larger than 1 MiB ({} bytes)", metadata.len());
+    if metadata.len() > MAX_FILE_SIZE {
+        return Err(too_big);
+    }
+    // The file may grow after the check, so the read is capped too.
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE_SIZE + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|error| error.to_string())?;
+    if bytes.len() as u64 > MAX_FILE_SIZE {
+        return Err("larger than 1 MiB".to_string());
+    }
+    match String::from_utf8(bytes) {
+        Ok(text) => Ok(Some(text)),
+        Err(_) => Err("not UTF-8 text".to_string()),
+    }
+}
+
+/// Parses the text of a config file; `file` names it in the messages.
+pub fn parse(text: &str, file: &str) -> (Config, Vec<Problem>) {
+    let mut config = Config::default();
+    let mut problems = Vec::new();
+    // Some editors start a UTF-8 file with a byte order mark; it is
+    // invisible, so it should not be an error either.
+    let text = text.strip_prefix('\u{FEFF}').unwrap_or(text);
+
+    let value = match miniserde::json::from_str::<Value>(text) {
+        Ok(value) => value,
+        Err(_) => {
+            let message = match json_check::locate_error(text) {
+                Some(at) => format!(
+                    "{file}: line {}, column {}: {}",
+                    at.line, at.column, at.what
+                ),
+                // miniserde also refuses numbers too large for an f64.
+                None => format!("{file}: not valid JSON"),
+            };
+            problems.push(error(message));
+            return (config, problems);
+        }
+    };
+    let Value::Object(object) = value else {
+        problems.push(error(format!(
+            "{file}: the top level is {}, allowed: an object with the keys {KEYS}",
+            describe(&value)
+        )));
+        return (config, problems);
+    };
+
+    for (key, value) in &object {
+        let problem = |allowed: &str| {
+            error(format!(
+                "{file}: {}: found {}, allowed: {allowed}",
+                quote(key),
+                describe(value)
+            ))
+        };
+        match key.as_str() {
+            "preset" => match value {
+                Value::String(name) if labels::preset(name).is_some() => {
+                    config.preset = name.clone();
+                }
+                _ => problems.push(problem(&preset_names())),
+            },
+            "icons" => parse_icons(value, file, &mut config, &mut problems),
+            "separator" => match value {
+                Value::String(separator) if !separator.is_empty() && !has_control(separator) => {
+                    config.separator = separator.clone();
+                }
+                // An empty separator would glue the icon to the name, and
+                // "🔴api" cannot be told from a name that starts with 🔴, so
+                // icons would double on the next rename.
+                _ => problems.push(problem(
+                    "a non-empty string without control characters or newlines",
+                )),
+            },
+            "spinner" => match value {
+                Value::Bool(spinner) => config.spinner = *spinner,
+                _ => problems.push(problem("true or false")),
+            },
+            "spinner_interval_ms" => match value {
+                Value::Number(Number::U64(ms))
+                    if (MIN_SPINNER_INTERVAL_MS..=MAX_SPINNER_INTERVAL_MS).contains(ms) =>
+                {
+                    config.spinner_interval_ms = *ms;
+                }
+                Value::Number(Number::U64(ms)) if *ms > MAX_SPINNER_INTERVAL_MS => {
+                    problems.push(problem(&format!("an integer <= {MAX_SPINNER_INTERVAL_MS}")))
+                }
+                _ => problems.push(problem(&format!("an integer >= {MIN_SPINNER_INTERVAL_MS}"))),
+            },
+            "include_auto_named" => match value {
+                Value::Bool(include) => config.include_auto_named = *include,
+                _ => problems.push(problem("true or false")),
+            },
+            _ => problems.push(Problem {
+                severity: Severity::Warning,
+                message: format!(
+                    "{file}: unknown key {}, ignored; valid keys: {KEYS}",
+                    quote(key)
+                ),
+            }),
+        }
+    }
+    (config, problems)
+}
+
+fn parse_icons(value: &Value, file: &str, config: &mut Config, problems: &mut Vec<Problem>) {
+    let statuses = status_names();
+    let Value::Object(icons) = value else {
+        problems.push(error(format!(
+            "{file}: \"icons\": found {}, allowed: an object from status ({statuses}) to icon",
+            describe(value)
+        )));
+        return;
+    };
+    for (name, icon) in icons {
+        let Some(status) = Status::from_name(name) else {
+            problems.push(error(format!(
+                "{file}: \"icons\": found the key {}, allowed: {statuses}",
+                quote(name)
+            )));
+            continue;
+        };
+        match icon {
+            Value::String(icon) if !has_control(icon) => {
+                config.icons[status.index()] = Some(icon.clone());
+            }
+            _ => problems.push(error(format!(
+                "{file}: \"icons\".{}: found {}, allowed: a string without control \
+                 characters or newlines (\"\" for no icon)",
+                quote(name),
+                describe(icon)
+            ))),
+        }
+    }
+}
+
+fn error(message: String) -> Problem {
+    Problem {
+        severity: Severity::Error,
+        message,
+    }
+}
+
+/// Also the Unicode line and paragraph separators, which break a tab bar
+/// as surely as a newline does.
+fn has_control(text: &str) -> bool {
+    text.chars()
+        .any(|c| c.is_control() || c == '\u{2028}' || c == '\u{2029}')
+}
+
+/// `s` as a JSON string literal, escapes and all.
+fn quote(s: &str) -> String {
+    miniserde::json::to_string(s)
+}
+
+/// A found value as the message shows it: scalars as written, long strings
+/// cut short so one bad value cannot flood the terminal.
+fn describe(value: &Value) -> String {
+    const MAX_CHARS: usize = 40;
+    match value {
+        Value::Null => "null".to_string(),
+        Value::Bool(boolean) => boolean.to_string(),
+        Value::Number(number) => number.to_string(),
+        Value::String(string) if string.chars().count() > MAX_CHARS => {
+            let cut: String = string.chars().take(MAX_CHARS).collect();
+            format!("{}...", quote(&cut))
+        }
+        Value::String(string) => quote(string),
+        Value::Array(_) => "an array".to_string(),
+        Value::Object(_) => "an object".to_string(),
+    }
+}
+
+fn preset_names() -> String {
+    join_quoted(labels::PRESETS.iter().map(|preset| preset.name))
+}
+
+fn status_names() -> String {
+    join_quoted(Status::ALL.into_iter().map(Status::name))
+}
+
+fn join_quoted<'a>(names: impl Iterator<Item = &'a str>) -> String {
+    let mut joined = String::new();
+    for name in names {
+        if !joined.is_empty() {
+            joined.push_str(", ");
+        }
+        joined.push('"');
+        joined.push_str(name);
+        joined.push('"');
+    }
+    joined
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_ok(text: &str) -> Config {
+        let (config, problems) = parse(text, "config.json");
+        assert_eq!(problems, Vec::new(), "{text}");
+        config
+    }
+
+    fn messages(text: &str) -> (Config, Vec<String>) {
+        let (config, problems) = parse(text, "config.json");
+        let messages = problems
+            .into_iter()
+            .map(|problem| problem.message)
+            .collect();
+        (config, messages)
+    }
+
+    fn only_error(text: &str) -> String {
+        let (config, problems) = parse(text, "config.json");
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].severity, Severity::Error);
+        assert_eq!(config, Config::default(), "the bad key keeps its default");
+        problems[0].message.clone()
+    }
+
+    #[test]
+    fn defaults() {
+        let config = Config::default();
+        assert_eq!(config.preset, "emoji");
+        assert_eq!(config.icons, [None, None, None, None, None]);
+        assert_eq!(config.separator, " ");
+        assert!(!config.spinner);
+        assert_eq!(config.spinner_interval_ms, 500);
+        assert!(!config.include_auto_named);
+        assert_eq!(parse_ok("{}"), config);
+        assert_eq!(parse_ok("\u{FEFF} {\n}\n"), config);
+    }
+
+    #[test]
+    fn full_valid_file() {
+        let text = r#"{
+            "preset": "ascii",
+            "icons": {"blocked": "🔔", "done": "", "idle": "zz"},
+            "separator": " | ",
+            "spinner": true,
+            "spinner_interval_ms": 250,
+            "include_auto_named": true
+        }"#;
+        let config = parse_ok(text);
+        assert_eq!(
+            config,
+            Config {
+                preset: "ascii".to_string(),
+                icons: [
+                    Some("🔔".to_string()),
+                    Some(String::new()),
+                    None,
+                    Some("zz".to_string()),
+                    None
+                ],
+                separator: " | ".to_string(),
+                spinner: true,
+                spinner_interval_ms: 250,
+                include_auto_named: true,
+            }
+        );
+        let labeler = config.labeler();
+        assert_eq!(labeler.label(Status::Blocked, "api"), "🔔 | api");
+        assert_eq!(labeler.label(Status::Done, "api"), "api");
+        assert_eq!(labeler.label(Status::Working, "api"), "[~] | api");
+        assert_eq!(labeler.label(Status::Idle, "api"), "zz | api");
+        assert_eq!(
+            parse_ok(r#"{"spinner_interval_ms": 60000}"#).spinner_interval_ms,
+            60000
+        );
+    }
+
+    #[test]
+    fn to_json_is_valid_readable_and_round_trips() {
+        let default_json = Config::default().to_json();
+        assert_eq!(
+            default_json,
+            "{\n  \"preset\": \"emoji\",\n  \"icons\": {\n    \"blocked\": \"🔴\",\n    \
+             \"done\": \"🔵\",\n    \"working\": \"🟡\",\n    \"idle\": \"\",\n    \
+             \"unknown\": \"\"\n  },\n  \"separator\": \" \",\n  \"spinner\": false,\n  \
+             \"spinner_interval_ms\": 500,\n  \"include_auto_named\": false\n}\n"
+        );
+        let config = Config {
+            preset: "nerd".to_string(),
+            icons: [
+                None,
+                Some("\"q\\".to_string()),
+                None,
+                Some("é".to_string()),
+                None,
+            ],
+            separator: " / ".to_string(),
+            spinner: true,
+            spinner_interval_ms: 1000,
+            include_auto_named: true,
+        };
+        for config in [Config::default(), config] {
+            let json = config.to_json();
+            assert_eq!(json_check::locate_error(&json), None, "{json}");
+            let again = parse_ok(&json);
+            assert_eq!(again.labeler().strip("x"), "x");
+            for status in Status::ALL {
+                assert_eq!(
+                    again.labeler().label(status, "b"),
+                    config.labeler().label(status, "b")
+                );
+            }
+            assert_eq!(again.to_json(), json);
+        }
+    }
+
+    #[test]
+    fn broken_json_names_line_and_column() {
+        let text = "{\n  \"preset\": \"ascii\"\n  \"spinner\": true\n}";
+        assert_eq!(
+            only_error(text),
+            "config.json: line 3, column 3: expected ',' or '}', found '\"'"
+        );
+        assert_eq!(
+            only_error(""),
+            "config.json: line 1, column 1: expected a value, found the end of the file"
+        );
+        assert_eq!(
+            only_error("{\"spinner\": true,}"),
+            "config.json: line 1, column 18: trailing comma before '}'"
+        );
+        // Valid JSON by the grammar, but beyond what miniserde will read.
+        assert_eq!(only_error("{\"a\": 1e999}"), "config.json: not valid JSON");
+    }
+
+    #[test]
+    fn top_level_must_be_an_object() {
+        let allowed = format!("allowed: an object with the keys {KEYS}");
+        for (text, found) in [
+            ("[]", "an array"),
+            ("\"emoji\"", "\"emoji\""),
+            ("null", "null"),
+            ("3", "3"),
+        ] {
+            assert_eq!(
+                only_error(text),
+                format!("config.json: the top level is {found}, {allowed}")
+            );
+        }
+    }
+
+    #[test]
+    fn bad_values_are_errors_and_keep_their_defaults() {
+        let cases = [
+            (
+                r#"{"preset": "fancy"}"#,
+                r#"config.json: "preset": found "fancy", allowed: "emoji", "symbols", "ascii", "nerd", "attention""#,
+            ),
+            (
+                r#"{"preset": 1}"#,
+                r#"config.json: "preset": found 1, allowed: "emoji", "symbols", "ascii", "nerd", "attention""#,
+            ),
+            (
+                r#"{"separator": ""}"#,
+                r#"config.json: "separator": found "", allowed: a non-empty string without control characters or newlines"#,
+            ),
+            (
+                r#"{"separator": " \n "}"#,
+                r#"config.json: "separator": found " \n ", allowed: a non-empty string without control characters or newlines"#,
+            ),
+            (
+                r#"{"separator": ["-"]}"#,
+                r#"config.json: "separator": found an array, allowed: a non-empty string without control characters or newlines"#,
+            ),
+            (
+                r#"{"spinner": "yes"}"#,
+                r#"config.json: "spinner": found "yes", allowed: true or false"#,
+            ),
+            (
+                r#"{"include_auto_named": 1}"#,
+                r#"config.json: "include_auto_named": found 1, allowed: true or false"#,
+            ),
+            (
+                r#"{"spinner_interval_ms": 100}"#,
+                r#"config.json: "spinner_interval_ms": found 100, allowed: an integer >= 250"#,
+            ),
+            (
+                r#"{"spinner_interval_ms": -500}"#,
+                r#"config.json: "spinner_interval_ms": found -500, allowed: an integer >= 250"#,
+            ),
+            (
+                r#"{"spinner_interval_ms": 500.5}"#,
+                r#"config.json: "spinner_interval_ms": found 500.5, allowed: an integer >= 250"#,
+            ),
+            (
+                r#"{"spinner_interval_ms": "500"}"#,
+                r#"config.json: "spinner_interval_ms": found "500", allowed: an integer >= 250"#,
+            ),
+            (
+                r#"{"spinner_interval_ms": 18446744073709551615}"#,
+                r#"config.json: "spinner_interval_ms": found 18446744073709551615, allowed: an integer <= 60000"#,
+            ),
+            (
+                r#"{"icons": ["🔴"]}"#,
+                r#"config.json: "icons": found an array, allowed: an object from status ("blocked", "done", "working", "idle", "unknown") to icon"#,
+            ),
+            (
+                r#"{"icons": {"stuck": "🔴"}}"#,
+                r#"config.json: "icons": found the key "stuck", allowed: "blocked", "done", "working", "idle", "unknown""#,
+            ),
+            (
+                r#"{"icons": {"blocked": null}}"#,
+                r#"config.json: "icons"."blocked": found null, allowed: a string without control characters or newlines ("" for no icon)"#,
+            ),
+            (
+                r#"{"icons": {"done": "a\u0007"}}"#,
+                r#"config.json: "icons"."done": found "a\u0007", allowed: a string without control characters or newlines ("" for no icon)"#,
+            ),
+            (
+                r#"{"icons": {"done": "\n"}}"#,
+                r#"config.json: "icons"."done": found "\n", allowed: a string without control characters or newlines ("" for no icon)"#,
+            ),
+        ];
+        for (text, message) in cases {
+            assert_eq!(only_error(text), message, "{text}");
+        }
+    }
+
+    #[test]
+    fn long_found_values_are_cut_short() {
+        let long = "x".repeat(500);
+        let message = only_error(&format!(r#"{{"preset": "{long}"}}"#));
+        assert!(
+            message.contains(&format!("found \"{}\"...,", "x".repeat(40))),
+            "{message}"
+        );
+        assert!(message.len() < 200);
+    }
+
+    #[test]
+    fn one_bad_key_leaves_the_rest_in_force() {
+        let text = r#"{
+            "preset": "symbols",
+            "spinner": "on",
+            "spinner_interval_ms": 10,
+            "icons": {"blocked": "!!", "stuck": "?", "done": 3},
+            "include_auto_named": true,
+            "colour": "red"
+        }"#;
+        let (config, problems) = parse(text, "config.json");
+        assert_eq!(config.preset, "symbols");
+        assert!(!config.spinner);
+        assert_eq!(config.spinner_interval_ms, 500);
+        assert_eq!(
+            config.icons,
+            [Some("!!".to_string()), None, None, None, None]
+        );
+        assert!(config.include_auto_named);
+        let errors = problems
+            .iter()
+            .filter(|p| p.severity == Severity::Error)
+            .count();
+        assert_eq!((errors, problems.len()), (4, 5));
+    }
+
+    #[test]
+    fn unknown_keys_are_warnings_listing_the_valid_keys() {
+        let (config, problems) = parse(r#"{"spiner": true, "preset": "nerd"}"#, "/x/config.json");
+        assert_eq!(config.preset, "nerd");
+        assert_eq!(
+            problems,
+            vec![Problem {
+                severity: Severity::Warning,
+                message: "/x/config.json: unknown key \"spiner\", ignored; valid keys: \
+                          \"preset\", \"icons\", \"separator\", \"spinner\", \
+                          \"spinner_interval_ms\", \"include_auto_named\""
+                    .to_string(),
+            }]
+        );
+        let loaded = Loaded {
+            path: PathBuf::from("/x/config.json"),
+            config,
+            problems,
+        };
+        assert!(!loaded.has_errors());
+    }
+
+    #[test]
+    fn unknown_keys_may_hold_anything() {
+        let (_, messages) = messages(r#"{"future": {"deep": [1, {"x": null}]}}"#);
+        assert_eq!(messages.len(), 1);
+        assert!(messages[0].contains("unknown key \"future\""));
+    }
+
+    struct TempDir(PathBuf);
+
+    impl TempDir {
+        fn new(name: &str) -> TempDir {
+            let path = std::env::temp_dir()
+                .join(format!("cowbell-config-test-{}-{name}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&path);
+            std::fs::create_dir_all(&path).unwrap();
+            TempDir(path)
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    #[test]
+    fn load_missing_file_gives_defaults_without_problems() {
+        let dir = TempDir::new("missing");
+        let path = dir.0.join("config.json");
+        let loaded = load(&path);
+        assert_eq!(loaded.path, path);
+        assert_eq!(loaded.config, Config::default());
+        assert_eq!(loaded.problems, Vec::new());
+        assert!(!loaded.has_errors());
+        let loaded = load(&dir.0.join("no-such-dir/config.json"));
+        assert_eq!(loaded.problems, Vec::new());
+    }
+
+    #[test]
+    fn load_reads_a_file_and_names_it_in_messages() {
+        let dir = TempDir::new("read");
+        let path = dir.0.join("config.json");
+        std::fs::write(&path, "{\"preset\": \"ascii\", \"spinner\": 2}").unwrap();
+        let loaded = load(&path);
+        assert_eq!(loaded.config.preset, "ascii");
+        assert!(loaded.has_errors());
+        assert_eq!(
+            loaded.problems[0].message,
+            format!(
+                "{}: \"spinner\": found 2, allowed: true or false",
+                path.display()
+            )
+        );
+    }
+
+    #[test]
+    fn load_refuses_what_is_not_a_small_regular_text_file() {
+        let dir = TempDir::new("refuse");
+        let expect = |path: &Path, why: &str| {
+            let loaded = load(path);
+            assert_eq!(loaded.config, Config::default());
+            assert!(loaded.has_errors());
+            assert_eq!(
+                loaded.problems,
+                vec![error(format!("{}: cannot be read: {why}", path.display()))]
+            );
+        };
+
+        expect(&dir.0, "not a regular file");
+
+        let fifo = dir.0.join("fifo.json");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(made.is_ok_and(|status| status.success()));
+        expect(&fifo, "not a regular file");
+
+        let big = dir.0.join("big.json");
+        let size = MAX_FILE_SIZE + 1;
+        std::fs::write(&big, " ".repeat(size as usize)).unwrap();
+        expect(&big, &format!("larger than 1 MiB ({size} bytes)"));
+        let just_fits = dir.0.join("fits.json");
+        std::fs::write(
+            &just_fits,
+            format!("{{}}{}", " ".repeat(MAX_FILE_SIZE as usize - 2)),
+        )
+        .unwrap();
+        assert_eq!(load(&just_fits).problems, Vec::new());
+
+        let binary = dir.0.join("binary.json");
+        std::fs::write(&binary, b"{\"preset\": \"\xff\"}").unwrap();
+        expect(&binary, "not UTF-8 text");
+
+        let link = dir.0.join("dangling.json");
+        std::os::unix::fs::symlink(dir.0.join("nowhere"), &link).unwrap();
+        assert_eq!(
+            load(&link).problems,
+            Vec::new(),
+            "a dangling link is a missing file"
+        );
+
+        // Permission bits do not stop root, so this only bites as a user.
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let secret = dir.0.join("secret.json");
+        std::fs::write(&secret, "{}").unwrap();
+        std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o000)).unwrap();
+        if std::fs::metadata(&secret).unwrap().uid() != 0 {
+            assert!(load(&secret).has_errors());
+        }
+    }
+}

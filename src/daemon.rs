@@ -1,0 +1,169 @@
+//! The daemon's lifecycle: one per herdr server, found through its pidfile.
+//!
+//! The pidfile in the per-server directory carries an exclusive `flock` for
+//! the daemon's whole life. Whoever can take the lock knows no daemon runs,
+//! and then the pid written in the file means nothing, so a stale pid is
+//! never signalled. Only while the lock is held does the pid name the live
+//! daemon. Commands reach it through signals: SIGUSR1 hands over (exit,
+//! names untouched), SIGTERM stops and restores, SIGHUP reloads.
+
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::os::fd::AsFd;
+use std::time::{Duration, Instant};
+
+use crate::event_loop::{Durations, EventLoop};
+use crate::files;
+use crate::log::Log;
+use crate::paths::Paths;
+use crate::signals::Signals;
+use crate::state;
+use crate::sys;
+
+/// How long `--replace`, `off` and `remove-icons` wait for the old daemon.
+pub const HANDOVER_WAIT: Duration = Duration::from_secs(5);
+pub const STOP_WAIT: Duration = Duration::from_secs(15);
+
+/// The pidfile, locked by this process.
+pub struct Lock {
+    file: File,
+}
+
+impl Lock {
+    /// Records the pid of the process that holds the lock now.
+    fn write_pid(&mut self) -> io::Result<()> {
+        self.file.set_len(0)?;
+        self.file.seek(SeekFrom::Start(0))?;
+        write!(self.file, "{}\n", std::process::id())?;
+        Ok(())
+    }
+}
+
+/// Who holds the pidfile.
+pub enum Holder {
+    /// Nobody: the lock is now ours.
+    Free(Lock),
+    /// A live daemon, with the pid it wrote (None while it is starting).
+    Daemon(Option<u32>),
+}
+
+fn open_pidfile(paths: &Paths) -> io::Result<File> {
+    files::ensure_private_dir(&paths.server_dir)?;
+    files::open_private(&paths.pid_file(), false)
+}
+
+pub fn try_lock(paths: &Paths) -> io::Result<Holder> {
+    let mut file = open_pidfile(paths)?;
+    if sys::try_lock_exclusive(file.as_fd())? {
+        // Clear a stale pid at once, so nobody reads it while we hold the lock.
+        file.set_len(0)?;
+        return Ok(Holder::Free(Lock { file }));
+    }
+    let mut text = String::new();
+    file.read_to_string(&mut text)?;
+    Ok(Holder::Daemon(text.trim().parse().ok()))
+}
+
+/// Waits until the lock can be taken, up to `wait`.
+pub fn wait_for_lock(paths: &Paths, wait: Duration) -> io::Result<Option<Lock>> {
+    let give_up = Instant::now() + wait;
+    loop {
+        if let Holder::Free(lock) = try_lock(paths)? {
+            return Ok(Some(lock));
+        }
+        if Instant::now() >= give_up {
+            return Ok(None);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Signals the daemon that holds the lock; `Ok(false)` when none runs.
+/// A pid is only trusted while its lock is held, and is read again until
+/// the starting daemon has written it.
+pub fn signal_daemon(paths: &Paths, signal: libc::c_int) -> io::Result<bool> {
+    let give_up = Instant::now() + Duration::from_secs(1);
+    loop {
+        match try_lock(paths)? {
+            Holder::Free(_) => return Ok(false),
+            Holder::Daemon(Some(pid)) => {
+                sys::kill(pid, signal)?;
+                return Ok(true);
+            }
+            Holder::Daemon(None) if Instant::now() < give_up => std::thread::sleep(Duration::from_millis(10)),
+            Holder::Daemon(None) => {
+                return Err(io::Error::other("the daemon holds its lock but wrote no pid"));
+            }
+        }
+    }
+}
+
+/// What `start` did.
+pub enum Started {
+    /// The daemon runs detached (we are the launching process).
+    Detached,
+    /// A daemon already ran; nothing changed.
+    AlreadyRunning(Option<u32>),
+    /// cowbell is off for this server.
+    Off,
+    /// `--foreground`, or the detached child: the loop ran and returned.
+    Exited(u8),
+}
+
+/// Starts the daemon for this server unless one runs. With `replace`, an
+/// old daemon is asked to hand over (it exits without touching names, so
+/// a server restart does not make icons flicker).
+pub fn start(paths: &Paths, replace: bool, foreground: bool) -> io::Result<Started> {
+    let lock = match try_lock(paths)? {
+        Holder::Free(lock) => lock,
+        Holder::Daemon(pid) if !replace => return Ok(Started::AlreadyRunning(pid)),
+        Holder::Daemon(_) => {
+            signal_daemon(paths, libc::SIGUSR1)?;
+            match wait_for_lock(paths, HANDOVER_WAIT)? {
+                Some(lock) => lock,
+                None => return Err(io::Error::other("the old daemon did not hand over within 5 s")),
+            }
+        }
+    };
+    let now_secs = state::Clock::now().wall_ms / 1000;
+    if state::load(&paths.state_file(), now_secs).0.off {
+        return Ok(Started::Off);
+    }
+    if !foreground {
+        match sys::fork()? {
+            sys::Forked::Parent => return Ok(Started::Detached),
+            sys::Forked::Child => detach()?,
+        }
+    }
+    Ok(Started::Exited(run(paths, lock, foreground)))
+}
+
+/// Leaves herdr's hook behind: a new session, and standard streams that are
+/// not herdr's pipes (herdr reads them to end of file).
+fn detach() -> io::Result<()> {
+    sys::setsid()?;
+    let null = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null")?;
+    sys::redirect_stdio(null.as_fd())
+}
+
+fn run(paths: &Paths, mut lock: Lock, foreground: bool) -> u8 {
+    let mut log = Log::open(paths.log_file());
+    log.echo_to_stderr = foreground;
+    // Handlers first: a signal that arrives once the pid is visible must
+    // find them installed, not the default action.
+    let signals = match Signals::install() {
+        Ok(signals) => signals,
+        Err(error) => {
+            log.line(&format!("cannot install signal handlers: {error}"));
+            return 1;
+        }
+    };
+    if let Err(error) = lock.write_pid() {
+        log.line(&format!("cannot write the pidfile: {error}"));
+    }
+    let scale = std::env::var("COWBELL_TIME_SCALE").ok().and_then(|s| s.parse::<f64>().ok()).unwrap_or(1.0);
+    let durations = Durations::scaled(scale);
+    let code = EventLoop::new(paths.clone(), log, signals, durations).run();
+    drop(lock);
+    code
+}

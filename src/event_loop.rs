@@ -1,0 +1,916 @@
+//! The daemon's one `poll(2)` loop: sockets, signals and deadlines.
+//!
+//! Each turn it reads the clock once, fires the deadlines that are due,
+//! builds the poll set from what is open (asking for `POLLOUT` only where
+//! bytes wait to be written), sleeps until the earliest deadline, and reacts
+//! to what became readable. It holds two subscriptions (lifecycle events and
+//! per-pane agent status) and opens one connection per request, since herdr
+//! answers one request per connection. The decisions themselves come from
+//! the pure core in `resync` and `fights`; this module only moves bytes and
+//! keeps time.
+
+use std::collections::VecDeque;
+use std::io::{self, Read, Write};
+use std::os::fd::AsFd;
+use std::os::unix::net::UnixStream;
+use std::time::{Duration, Instant};
+
+use crate::config::{self, Config};
+use crate::fights::Timing;
+use crate::herdr::{self, LineBuffer, Message};
+use crate::log::Log;
+use crate::paths::Paths;
+use crate::resync::{ECHO_MEMORY, Note, Rename, Settings, Tab, Tracker};
+use crate::signals::{self, Signals};
+use crate::state::{self, Clock};
+use crate::sys;
+
+const DEBOUNCE: Duration = Duration::from_millis(100);
+const BACKOFF_FIRST: Duration = Duration::from_millis(500);
+const BACKOFF_MAX: Duration = Duration::from_secs(30);
+const IDLE_EXIT: Duration = Duration::from_secs(120);
+const HEARTBEAT: Duration = Duration::from_secs(60);
+/// How long a stop may take to restore names before giving up.
+const STOP_GRACE: Duration = Duration::from_secs(10);
+/// Requests open at once; herdr serves each on its own connection.
+const MAX_IN_FLIGHT: usize = 16;
+
+/// The specification's durations, divided by `COWBELL_TIME_SCALE` in tests.
+#[derive(Clone, Copy, Debug)]
+pub struct Durations {
+    pub debounce: Duration,
+    pub backoff_first: Duration,
+    pub backoff_max: Duration,
+    pub idle_exit: Duration,
+    pub heartbeat: Duration,
+    pub fight_timing: Timing,
+    pub scale: f64,
+}
+
+impl Durations {
+    pub fn scaled(scale: f64) -> Durations {
+        let scale = if scale.is_finite() && scale > 1.0 { scale } else { 1.0 };
+        Durations {
+            debounce: DEBOUNCE.div_f64(scale),
+            backoff_first: BACKOFF_FIRST.div_f64(scale),
+            backoff_max: BACKOFF_MAX.div_f64(scale),
+            idle_exit: IDLE_EXIT.div_f64(scale),
+            heartbeat: HEARTBEAT.div_f64(scale),
+            fight_timing: Timing::scaled(scale),
+            scale,
+        }
+    }
+}
+
+/// Why a request was made, which decides what its answer does.
+#[derive(Clone, Debug, PartialEq)]
+enum Purpose {
+    ListTabs { restore: bool },
+    Rename { tab_id: String, label: String, restore: bool },
+    ListPanes,
+    ListPlugins,
+}
+
+/// One request on its own connection.
+struct Pending {
+    stream: UnixStream,
+    unwritten: Vec<u8>,
+    lines: LineBuffer,
+    deadline: Instant,
+    purpose: Purpose,
+}
+
+/// A subscription connection: the request goes out once, then lines come in.
+struct Subscription {
+    stream: UnixStream,
+    unwritten: Vec<u8>,
+    lines: LineBuffer,
+    /// Until the ack arrives, the deadline for it.
+    ack_deadline: Option<Instant>,
+}
+
+impl Subscription {
+    fn open(socket: &std::path::Path, params: &str, now: Instant) -> io::Result<Subscription> {
+        let stream = sys::connect_unix(socket)?;
+        Ok(Subscription {
+            stream,
+            unwritten: herdr::request_line("sub", "events.subscribe", params).into_bytes(),
+            lines: LineBuffer::default(),
+            ack_deadline: Some(now + herdr::REQUEST_TIMEOUT),
+        })
+    }
+}
+
+/// What reading a connection produced.
+enum Input {
+    Lines(Vec<Vec<u8>>),
+    /// Lines read before the peer closed, then the end.
+    Closed(Vec<Vec<u8>>),
+    Failed(String),
+}
+
+/// Reads what is there without blocking and splits it into lines.
+fn read_lines(stream: &mut UnixStream, lines: &mut LineBuffer) -> Input {
+    let mut chunk = [0u8; 64 * 1024];
+    let mut complete = Vec::new();
+    loop {
+        match stream.read(&mut chunk) {
+            Ok(0) => {
+                while let Some(line) = lines.next_line() {
+                    complete.push(line);
+                }
+                complete.extend(lines.take_rest());
+                return Input::Closed(complete);
+            }
+            Ok(n) => {
+                if lines.push(&chunk[..n]).is_err() {
+                    return Input::Failed(format!("line from herdr longer than {} bytes", herdr::MAX_LINE));
+                }
+                while let Some(line) = lines.next_line() {
+                    complete.push(line);
+                }
+            }
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => return Input::Lines(complete),
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+            Err(error) => return Input::Failed(error.to_string()),
+        }
+    }
+}
+
+/// Writes what it can; `Err` when the peer is gone.
+fn flush(stream: &mut UnixStream, unwritten: &mut Vec<u8>) -> io::Result<()> {
+    while !unwritten.is_empty() {
+        match stream.write(unwritten) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => {
+                unwritten.drain(..n);
+            }
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(())
+}
+
+/// How the stop after a signal or a failed heartbeat goes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Stop {
+    /// Restore every name, then exit.
+    Restore { deadline: Instant },
+    /// Exit now; names stay (a new daemon takes over).
+    Quiet,
+}
+
+/// Where the poll set's entries came from.
+#[derive(Clone, Copy)]
+enum Source {
+    Signals,
+    Lifecycle,
+    Status,
+    Request(usize),
+}
+
+pub struct EventLoop {
+    paths: Paths,
+    log: Log,
+    signals: Signals,
+    durations: Durations,
+    settings: Settings,
+    tracker: Tracker,
+    last_saved: Option<String>,
+
+    lifecycle: Option<Subscription>,
+    status: Option<Subscription>,
+    subscribed_panes: Vec<String>,
+    connected: bool,
+    in_flight: Vec<Pending>,
+    queue: VecDeque<Purpose>,
+
+    debounce_deadline: Option<Instant>,
+    reconnect_deadline: Option<Instant>,
+    backoff: Duration,
+    idle_exit_deadline: Option<Instant>,
+    heartbeat_deadline: Option<Instant>,
+    spinner_deadline: Option<Instant>,
+    cooldown_deadline: Option<Instant>,
+
+    /// A resync runs from its `tab.list` until its last rename is answered.
+    resync_running: bool,
+    resync_wanted: bool,
+    panes_wanted: bool,
+    renames_outstanding: usize,
+    renames_made: usize,
+    stop: Option<Stop>,
+    exit_code: Option<u8>,
+    request_counter: u64,
+}
+
+/// A loaded configuration, as settings for the core and words for the log.
+fn settings_from(config: &Config, durations: &Durations) -> Settings {
+    Settings {
+        labeler: config.labeler(),
+        include_auto_named: config.include_auto_named,
+        spinner: config.spinner,
+        timing: durations.fight_timing,
+        echo_memory: ECHO_MEMORY,
+    }
+}
+
+impl EventLoop {
+    pub fn new(paths: Paths, mut log: Log, signals: Signals, durations: Durations) -> EventLoop {
+        let loaded = config::load(&paths.config_file);
+        for problem in &loaded.problems {
+            log.line(&format!("config: {}", problem.message));
+        }
+        let spinner_interval = Duration::from_millis(loaded.config.spinner_interval_ms);
+        let settings = settings_from(&loaded.config, &durations);
+        let now_secs = Clock::now().wall_ms / 1000;
+        let (saved, warning) = state::load(&paths.state_file(), now_secs);
+        if let Some(warning) = warning {
+            log.line(&format!("state: {warning}"));
+        }
+        let tracker = state::to_tracker(&saved, Clock::now(), &durations.fight_timing);
+        let _ = spinner_interval;
+        EventLoop {
+            paths,
+            log,
+            signals,
+            durations,
+            settings,
+            tracker,
+            last_saved: None,
+            lifecycle: None,
+            status: None,
+            subscribed_panes: Vec::new(),
+            connected: false,
+            in_flight: Vec::new(),
+            queue: VecDeque::new(),
+            debounce_deadline: None,
+            reconnect_deadline: Some(Instant::now()),
+            backoff: durations.backoff_first,
+            idle_exit_deadline: None,
+            heartbeat_deadline: None,
+            spinner_deadline: None,
+            cooldown_deadline: None,
+            resync_running: false,
+            resync_wanted: false,
+            panes_wanted: false,
+            renames_outstanding: 0,
+            renames_made: 0,
+            stop: None,
+            exit_code: None,
+            request_counter: 0,
+        }
+    }
+
+    fn spinner_interval(&self) -> Duration {
+        let config = config::load(&self.paths.config_file).config;
+        Duration::from_millis(config.spinner_interval_ms).div_f64(self.durations.scale)
+    }
+
+    /// Runs until the daemon should exit; returns the exit code.
+    pub fn run(mut self) -> u8 {
+        self.log.line(&format!(
+            "started: socket {}, state {}",
+            self.paths.socket.display(),
+            self.paths.server_dir.display()
+        ));
+        loop {
+            let now = Instant::now();
+            self.fire_deadlines(now);
+            if let Some(code) = self.exit_code {
+                self.save();
+                self.log.line(&format!("exit {code}"));
+                return code;
+            }
+            self.start_queued(now);
+            let (mut entries, sources) = self.poll_set();
+            let timeout = self.poll_timeout(now);
+            if let Err(error) = sys::poll(&mut entries, timeout) {
+                self.log.line(&format!("poll failed: {error}"));
+                std::thread::sleep(Duration::from_millis(100));
+                continue;
+            }
+            let now = Instant::now();
+            // Requests are removed while handling, so walk them from the end.
+            let mut ready: Vec<(Source, libc::c_short)> = entries
+                .iter()
+                .zip(&sources)
+                .filter(|(entry, _)| entry.revents != 0)
+                .map(|(entry, source)| (*source, entry.revents))
+                .collect();
+            ready.sort_by_key(|(source, _)| match source {
+                Source::Signals => (0, 0),
+                Source::Lifecycle => (1, 0),
+                Source::Status => (2, 0),
+                Source::Request(index) => (3, usize::MAX - index),
+            });
+            for (source, revents) in ready {
+                match source {
+                    Source::Signals => self.on_signals(now),
+                    Source::Lifecycle => self.on_lifecycle_ready(revents, now),
+                    Source::Status => self.on_status_ready(revents, now),
+                    Source::Request(index) => self.on_request_ready(index, revents, now),
+                }
+            }
+        }
+    }
+
+    fn poll_set(&self) -> (Vec<libc::pollfd>, Vec<Source>) {
+        let mut entries = vec![sys::poll_entry(self.signals.fd(), sys::READABLE)];
+        let mut sources = vec![Source::Signals];
+        let interest = |unwritten: &[u8]| if unwritten.is_empty() { sys::READABLE } else { sys::WRITABLE };
+        if let Some(sub) = &self.lifecycle {
+            entries.push(sys::poll_entry(sub.stream.as_fd(), interest(&sub.unwritten)));
+            sources.push(Source::Lifecycle);
+        }
+        if let Some(sub) = &self.status {
+            entries.push(sys::poll_entry(sub.stream.as_fd(), interest(&sub.unwritten)));
+            sources.push(Source::Status);
+        }
+        for (index, pending) in self.in_flight.iter().enumerate() {
+            entries.push(sys::poll_entry(pending.stream.as_fd(), interest(&pending.unwritten)));
+            sources.push(Source::Request(index));
+        }
+        (entries, sources)
+    }
+
+    fn deadlines(&self) -> impl Iterator<Item = Instant> + '_ {
+        let stop = match self.stop {
+            Some(Stop::Restore { deadline }) => Some(deadline),
+            _ => None,
+        };
+        [
+            self.debounce_deadline,
+            self.reconnect_deadline,
+            self.idle_exit_deadline,
+            self.heartbeat_deadline,
+            self.spinner_deadline,
+            self.cooldown_deadline,
+            stop,
+            self.lifecycle.as_ref().and_then(|s| s.ack_deadline),
+            self.status.as_ref().and_then(|s| s.ack_deadline),
+        ]
+        .into_iter()
+        .flatten()
+        .chain(self.in_flight.iter().map(|p| p.deadline))
+    }
+
+    /// Milliseconds until the earliest deadline, rounded up so a wait of
+    /// 0.4 ms does not become a busy loop of zero-length polls.
+    fn poll_timeout(&self, now: Instant) -> libc::c_int {
+        match self.deadlines().min() {
+            None => -1,
+            Some(deadline) => {
+                let wait = deadline.saturating_duration_since(now);
+                let millis = wait.as_nanos().div_ceil(1_000_000);
+                millis.min(libc::c_int::MAX as u128) as libc::c_int
+            }
+        }
+    }
+
+    fn fire_deadlines(&mut self, now: Instant) {
+        let due = |slot: Option<Instant>| slot.is_some_and(|deadline| now >= deadline);
+        if let Some(Stop::Restore { deadline }) = self.stop
+            && now >= deadline
+        {
+            self.log.line("stop: names not all restored in time; state kept for remove-icons");
+            self.exit_code = Some(0);
+            return;
+        }
+        if due(self.idle_exit_deadline) {
+            self.log.line(&format!(
+                "no herdr server for {} s: exiting (the next server start brings cowbell back)",
+                self.durations.idle_exit.as_secs_f64()
+            ));
+            self.exit_code = Some(0);
+            return;
+        }
+        if due(self.reconnect_deadline) {
+            self.reconnect_deadline = None;
+            self.connect(now);
+        }
+        if self.lifecycle.as_ref().and_then(|s| s.ack_deadline).is_some_and(|d| now >= d) {
+            self.disconnected("herdr did not acknowledge the subscription", now);
+        }
+        if self.status.as_ref().and_then(|s| s.ack_deadline).is_some_and(|d| now >= d) {
+            self.log.line("status subscription not acknowledged; listing panes again");
+            self.status = None;
+            self.subscribed_panes.clear();
+            self.panes_wanted = true;
+            self.open_debounce(now);
+        }
+        let mut index = self.in_flight.len();
+        while index > 0 {
+            index -= 1;
+            if now >= self.in_flight[index].deadline {
+                let pending = self.in_flight.swap_remove(index);
+                self.log.line(&format!("{} timed out", describe(&pending.purpose)));
+                self.request_failed(pending.purpose, now);
+            }
+        }
+        if due(self.debounce_deadline) {
+            self.debounce_deadline = None;
+            self.begin_resync();
+        }
+        if due(self.heartbeat_deadline) {
+            self.heartbeat_deadline = None;
+            if self.connected && self.stop.is_none() {
+                self.queue.push_back(Purpose::ListPlugins);
+                self.begin_resync();
+            }
+        }
+        if due(self.cooldown_deadline) {
+            self.cooldown_deadline = None;
+            self.open_debounce(now);
+        }
+        if due(self.spinner_deadline) {
+            self.spinner_deadline = None;
+            if self.connected && self.stop.is_none() {
+                let renames = self.tracker.spinner_tick(&self.settings, now);
+                self.queue_renames(renames, false);
+            }
+        }
+        self.arm_spinner(now);
+        self.cooldown_deadline = self.tracker.next_cooldown_end(now);
+    }
+
+    fn arm_spinner(&mut self, now: Instant) {
+        if self.spinner_deadline.is_none() && self.connected && self.tracker.spinning(&self.settings, now) {
+            self.spinner_deadline = Some(now + self.spinner_interval());
+        } else if !self.tracker.spinning(&self.settings, now) {
+            self.spinner_deadline = None;
+        }
+    }
+
+    fn open_debounce(&mut self, now: Instant) {
+        if self.stop.is_none() && self.debounce_deadline.is_none() {
+            self.debounce_deadline = Some(now + self.durations.debounce);
+        }
+    }
+
+    fn begin_resync(&mut self) {
+        if !self.connected || self.stop.is_some() {
+            return;
+        }
+        if self.panes_wanted && !self.queue.contains(&Purpose::ListPanes) {
+            self.panes_wanted = false;
+            self.queue.push_back(Purpose::ListPanes);
+        }
+        if self.resync_running {
+            self.resync_wanted = true;
+        } else {
+            self.resync_running = true;
+            self.resync_wanted = false;
+            self.queue.push_back(Purpose::ListTabs { restore: false });
+        }
+    }
+
+    fn connect(&mut self, now: Instant) {
+        match Subscription::open(&self.paths.socket, &herdr::lifecycle_subscription(), now) {
+            Ok(sub) => self.lifecycle = Some(sub),
+            Err(error) => self.connect_failed(&format!("cannot connect to {}: {error}", self.paths.socket.display()), now),
+        }
+    }
+
+    fn connect_failed(&mut self, why: &str, now: Instant) {
+        self.log.line(&format!("{why}; retrying in {:.1} s", self.backoff.as_secs_f64()));
+        self.reconnect_deadline = Some(now + self.backoff);
+        self.backoff = (self.backoff * 2).min(self.durations.backoff_max);
+        self.idle_exit_deadline.get_or_insert(now + self.durations.idle_exit);
+    }
+
+    /// The server went away: drop every connection and start reconnecting.
+    fn disconnected(&mut self, why: &str, now: Instant) {
+        let was_connected = self.connected;
+        self.lifecycle = None;
+        self.status = None;
+        self.subscribed_panes.clear();
+        self.in_flight.clear();
+        self.queue.clear();
+        self.connected = false;
+        self.resync_running = false;
+        self.renames_outstanding = 0;
+        self.debounce_deadline = None;
+        self.heartbeat_deadline = None;
+        self.spinner_deadline = None;
+        self.save();
+        if let Some(Stop::Restore { .. }) = self.stop {
+            self.log.line(&format!("{why}; cannot restore names without herdr; state kept for remove-icons"));
+            self.exit_code = Some(0);
+            return;
+        }
+        if was_connected {
+            self.log.line(&format!("disconnected: {why}"));
+            self.backoff = self.durations.backoff_first;
+        }
+        self.connect_failed(if was_connected { "reconnecting" } else { why }, now);
+    }
+
+    fn on_signals(&mut self, now: Instant) {
+        for request in self.signals.take() {
+            match request {
+                signals::Request::Reload => {
+                    let loaded = config::load(&self.paths.config_file);
+                    for problem in &loaded.problems {
+                        self.log.line(&format!("config: {}", problem.message));
+                    }
+                    self.settings = settings_from(&loaded.config, &self.durations);
+                    self.spinner_deadline = None;
+                    self.log.line("SIGHUP: configuration reloaded");
+                    self.open_debounce(now);
+                }
+                signals::Request::Handover => {
+                    self.log.line("another cowbell daemon takes over; exiting without touching names");
+                    self.stop = Some(Stop::Quiet);
+                    self.exit_code = Some(0);
+                }
+                signals::Request::StopAndRestore => self.begin_stop(now, "stop requested"),
+            }
+        }
+    }
+
+    /// Restores every name, then exits (signals, a disabled plugin).
+    fn begin_stop(&mut self, now: Instant, why: &str) {
+        if self.stop.is_some() {
+            return;
+        }
+        self.log.line(&format!("{why}: restoring tab names"));
+        self.stop = Some(Stop::Restore { deadline: now + STOP_GRACE });
+        self.debounce_deadline = None;
+        self.spinner_deadline = None;
+        if !self.connected {
+            self.log.line("no herdr server: names cannot be restored now; state kept for remove-icons");
+            self.exit_code = Some(0);
+            return;
+        }
+        self.queue.clear();
+        self.queue.push_back(Purpose::ListTabs { restore: true });
+    }
+
+    fn on_lifecycle_ready(&mut self, revents: libc::c_short, now: Instant) {
+        let Some(sub) = &mut self.lifecycle else { return };
+        if !sub.unwritten.is_empty() {
+            if let Err(error) = flush(&mut sub.stream, &mut sub.unwritten) {
+                self.disconnected(&format!("subscription write failed: {error}"), now);
+            }
+            if revents & (libc::POLLHUP | libc::POLLERR) == 0 {
+                return;
+            }
+        }
+        let Some(sub) = &mut self.lifecycle else { return };
+        match read_lines(&mut sub.stream, &mut sub.lines) {
+            Input::Lines(lines) => self.lifecycle_lines(lines, now),
+            Input::Closed(lines) => {
+                self.lifecycle_lines(lines, now);
+                self.disconnected("herdr closed the event subscription", now);
+            }
+            Input::Failed(why) => self.disconnected(&why, now),
+        }
+    }
+
+    fn lifecycle_lines(&mut self, lines: Vec<Vec<u8>>, now: Instant) {
+        for line in lines {
+            match herdr::parse_line(&line) {
+                Ok(Message::SubscriptionStarted) => self.on_connected(now),
+                Ok(Message::Event { name, tab_id, label, .. }) => self.on_event(&name, tab_id, label, now),
+                Ok(Message::Error(error)) => {
+                    self.log.line(&format!("herdr refused the event subscription: {}: {}", error.code, error.message));
+                }
+                Ok(_) => {}
+                Err(malformed) => self.log.line(&malformed.0),
+            }
+        }
+    }
+
+    fn on_connected(&mut self, now: Instant) {
+        if let Some(sub) = &mut self.lifecycle {
+            sub.ack_deadline = None;
+        }
+        self.connected = true;
+        self.backoff = self.durations.backoff_first;
+        self.idle_exit_deadline = None;
+        self.log.line(&format!("connected to {}", self.paths.socket.display()));
+        self.panes_wanted = true;
+        self.begin_resync();
+        let _ = now;
+    }
+
+    fn on_event(&mut self, name: &str, tab_id: Option<String>, label: Option<String>, now: Instant) {
+        if self.stop.is_some() {
+            return;
+        }
+        let relevant = matches!(
+            name,
+            "tab_created"
+                | "tab_closed"
+                | "tab_moved"
+                | "tab_renamed"
+                | "tab_focused"
+                | "pane_created"
+                | "pane_closed"
+                | "pane_moved"
+                | "pane_exited"
+                | "pane_focused"
+                | "pane_agent_detected"
+                | "workspace_focused"
+                | "workspace_closed"
+                | "pane.agent_status_changed"
+        );
+        if !relevant {
+            return;
+        }
+        if name == "tab_renamed"
+            && let (Some(tab_id), Some(label)) = (&tab_id, &label)
+            && self.tracker.is_echo(tab_id, label, now, &self.settings)
+        {
+            return;
+        }
+        if herdr::PANE_SET_EVENTS.contains(&name) {
+            self.panes_wanted = true;
+        }
+        self.open_debounce(now);
+    }
+
+    fn on_status_ready(&mut self, revents: libc::c_short, now: Instant) {
+        let Some(sub) = &mut self.status else { return };
+        if !sub.unwritten.is_empty() {
+            if let Err(error) = flush(&mut sub.stream, &mut sub.unwritten) {
+                self.status_lost(&format!("status subscription write failed: {error}"), now);
+                return;
+            }
+            if revents & (libc::POLLHUP | libc::POLLERR) == 0 {
+                return;
+            }
+        }
+        let Some(sub) = &mut self.status else { return };
+        let (lines, closed) = match read_lines(&mut sub.stream, &mut sub.lines) {
+            Input::Lines(lines) => (lines, None),
+            Input::Closed(lines) => (lines, Some("herdr closed the status subscription".to_string())),
+            Input::Failed(why) => (Vec::new(), Some(why)),
+        };
+        for line in lines {
+            match herdr::parse_line(&line) {
+                Ok(Message::SubscriptionStarted) => {
+                    if let Some(sub) = &mut self.status {
+                        sub.ack_deadline = None;
+                    }
+                }
+                Ok(Message::Event { name, .. }) if name == "pane.agent_status_changed" => self.open_debounce(now),
+                Ok(Message::Error(error)) => {
+                    // A pane closed between pane.list and the subscription.
+                    self.log.line(&format!("status subscription refused: {}: {}", error.code, error.message));
+                }
+                Ok(_) => {}
+                Err(malformed) => self.log.line(&malformed.0),
+            }
+        }
+        if let Some(why) = closed {
+            self.status_lost(&why, now);
+        }
+    }
+
+    fn status_lost(&mut self, why: &str, now: Instant) {
+        self.status = None;
+        self.subscribed_panes.clear();
+        if self.connected {
+            self.log.line(&format!("{why}; listing panes again"));
+            self.panes_wanted = true;
+            self.open_debounce(now);
+        }
+    }
+
+    fn start_queued(&mut self, now: Instant) {
+        while self.in_flight.len() < MAX_IN_FLIGHT
+            && let Some(purpose) = self.queue.pop_front()
+        {
+            self.request_counter += 1;
+            let id = format!("r{}", self.request_counter);
+            let (method, params) = match &purpose {
+                Purpose::ListTabs { .. } => ("tab.list", "{}".to_string()),
+                Purpose::Rename { tab_id, label, .. } => ("tab.rename", herdr::rename_params(tab_id, label)),
+                Purpose::ListPanes => ("pane.list", "{}".to_string()),
+                Purpose::ListPlugins => ("plugin.list", "{}".to_string()),
+            };
+            match sys::connect_unix(&self.paths.socket) {
+                Ok(stream) => self.in_flight.push(Pending {
+                    stream,
+                    unwritten: herdr::request_line(&id, method, &params).into_bytes(),
+                    lines: LineBuffer::default(),
+                    deadline: now + herdr::REQUEST_TIMEOUT,
+                    purpose,
+                }),
+                Err(error) => {
+                    self.log.line(&format!("{}: cannot connect: {error}", describe(&purpose)));
+                    self.request_failed(purpose, now);
+                }
+            }
+        }
+    }
+
+    fn on_request_ready(&mut self, index: usize, revents: libc::c_short, now: Instant) {
+        let Some(pending) = self.in_flight.get_mut(index) else { return };
+        if !pending.unwritten.is_empty() {
+            if let Err(error) = flush(&mut pending.stream, &mut pending.unwritten) {
+                let pending = self.in_flight.swap_remove(index);
+                self.log.line(&format!("{}: write failed: {error}", describe(&pending.purpose)));
+                self.request_failed(pending.purpose, now);
+                return;
+            }
+            if revents & (libc::POLLHUP | libc::POLLERR) == 0 {
+                return;
+            }
+        }
+        let answer = match read_lines(&mut pending.stream, &mut pending.lines) {
+            Input::Lines(mut lines) | Input::Closed(mut lines) if !lines.is_empty() => Ok(lines.remove(0)),
+            Input::Lines(_) => return,
+            Input::Closed(_) => Err("herdr closed the connection without an answer".to_string()),
+            Input::Failed(why) => Err(why),
+        };
+        let pending = self.in_flight.swap_remove(index);
+        match answer.and_then(|line| herdr::parse_line(&line).map_err(|m| m.0)) {
+            Ok(message) => self.on_answer(pending.purpose, message, now),
+            Err(why) => {
+                self.log.line(&format!("{}: {why}", describe(&pending.purpose)));
+                self.request_failed(pending.purpose, now);
+            }
+        }
+    }
+
+    fn on_answer(&mut self, purpose: Purpose, message: Message, now: Instant) {
+        match (purpose, message) {
+            (purpose, Message::Error(error)) => {
+                self.log.line(&format!("{}: herdr said {}: {}", describe(&purpose), error.code, error.message));
+                self.request_failed(purpose, now);
+            }
+            (Purpose::ListTabs { restore: false }, Message::Tabs(infos)) => {
+                let tabs: Vec<Tab> = infos.iter().map(Tab::from_info).collect();
+                let plan = self.tracker.resync(&tabs, &self.settings, now);
+                for note in &plan.notes {
+                    self.log.line(&describe_note(note));
+                }
+                self.log.line(&format!("resync: {} tabs, {} to rename", tabs.len(), plan.renames.len()));
+                self.renames_outstanding += plan.renames.len();
+                self.queue_renames(plan.renames, false);
+                self.maybe_finish_resync(now);
+            }
+            (Purpose::ListTabs { restore: true }, Message::Tabs(infos)) => {
+                let tabs: Vec<Tab> = infos.iter().map(Tab::from_info).collect();
+                let present: Vec<&str> = tabs.iter().map(|t| t.tab_id.as_str()).collect();
+                // Tabs that are gone need no restoring.
+                self.tracker.tabs.retain(|id, _| present.contains(&id.as_str()));
+                let renames = self.tracker.restore_plan(&tabs, &self.settings.labeler, false, now);
+                let untouched: Vec<String> = self
+                    .tracker
+                    .tabs
+                    .keys()
+                    .filter(|id| !renames.iter().any(|r| &r.tab_id == *id))
+                    .cloned()
+                    .collect();
+                for tab_id in untouched {
+                    self.tracker.tabs.remove(&tab_id);
+                }
+                self.log.line(&format!("restore: {} tabs to rename", renames.len()));
+                self.renames_outstanding = renames.len();
+                self.queue_renames(renames, true);
+                self.maybe_finish_restore();
+            }
+            (Purpose::Rename { tab_id, label, restore }, Message::Renamed(_) | Message::Ok(_)) => {
+                self.renames_made += 1;
+                if restore {
+                    self.log.line(&format!("restored {tab_id} as {label:?}"));
+                    self.tracker.tabs.remove(&tab_id);
+                    self.renames_outstanding = self.renames_outstanding.saturating_sub(1);
+                    self.maybe_finish_restore();
+                } else {
+                    self.log.line(&format!("renamed {tab_id} to {label:?}"));
+                    self.tracker.confirm(&tab_id, &label);
+                    self.rename_done(now);
+                }
+            }
+            (Purpose::ListPanes, Message::Panes(mut panes)) => {
+                panes.sort();
+                if panes != self.subscribed_panes || self.status.is_none() {
+                    self.subscribe_status(panes, now);
+                }
+            }
+            (Purpose::ListPlugins, Message::Plugins(plugins)) => {
+                match plugins.iter().find(|(id, _)| *id == self.paths.plugin_id) {
+                    Some((_, true)) => {}
+                    Some((_, false)) => self.begin_stop(now, "the plugin was disabled"),
+                    None => self.begin_stop(now, "the plugin is no longer installed"),
+                }
+            }
+            (purpose, message) => {
+                self.log.line(&format!("{}: unexpected answer {message:?}", describe(&purpose)));
+                self.request_failed(purpose, now);
+            }
+        }
+    }
+
+    /// A request got no usable answer; keep the bookkeeping straight.
+    fn request_failed(&mut self, purpose: Purpose, now: Instant) {
+        match purpose {
+            Purpose::ListTabs { restore: false } => {
+                self.resync_running = false;
+                self.open_debounce(now);
+                self.heartbeat_deadline = Some(now + self.durations.heartbeat);
+            }
+            Purpose::ListTabs { restore: true } => {
+                self.log.line("restore: cannot list tabs; state kept for remove-icons");
+                self.exit_code = Some(0);
+            }
+            Purpose::Rename { restore: true, .. } => {
+                self.renames_outstanding = self.renames_outstanding.saturating_sub(1);
+                self.maybe_finish_restore();
+            }
+            Purpose::Rename { restore: false, .. } => self.rename_done(now),
+            Purpose::ListPanes => self.panes_wanted = true,
+            Purpose::ListPlugins => {}
+        }
+    }
+
+    fn queue_renames(&mut self, renames: Vec<Rename>, restore: bool) {
+        for Rename { tab_id, label } in renames {
+            self.queue.push_back(Purpose::Rename { tab_id, label, restore });
+        }
+    }
+
+    fn rename_done(&mut self, now: Instant) {
+        if self.renames_outstanding > 0 {
+            self.renames_outstanding -= 1;
+            self.maybe_finish_resync(now);
+        }
+    }
+
+    fn maybe_finish_resync(&mut self, now: Instant) {
+        if self.renames_outstanding > 0 || !self.resync_running {
+            return;
+        }
+        self.resync_running = false;
+        self.save();
+        self.heartbeat_deadline = Some(now + self.durations.heartbeat);
+        self.cooldown_deadline = self.tracker.next_cooldown_end(now);
+        if self.resync_wanted {
+            self.begin_resync();
+        }
+    }
+
+    fn maybe_finish_restore(&mut self) {
+        if self.renames_outstanding == 0 {
+            self.log.line("names restored");
+            self.exit_code = Some(0);
+        }
+    }
+
+    fn subscribe_status(&mut self, panes: Vec<String>, now: Instant) {
+        self.status = None;
+        self.subscribed_panes.clear();
+        if panes.is_empty() {
+            return;
+        }
+        match Subscription::open(&self.paths.socket, &herdr::status_subscription(&panes), now) {
+            Ok(sub) => {
+                self.log.line(&format!("status subscription for {} panes", panes.len()));
+                self.status = Some(sub);
+                self.subscribed_panes = panes;
+            }
+            Err(error) => {
+                self.log.line(&format!("status subscription: cannot connect: {error}"));
+                self.panes_wanted = true;
+                self.open_debounce(now);
+            }
+        }
+    }
+
+    fn save(&mut self) {
+        let state = state::from_tracker(&self.tracker, false, Clock::now());
+        if let Err(error) = state::save(&self.paths.state_file(), &state, &mut self.last_saved) {
+            self.log.line(&format!("cannot save {}: {error}", self.paths.state_file().display()));
+            // Remember the text anyway so a read-only directory is not
+            // retried (and logged) on every resync.
+            self.last_saved = Some(state::encode(&state));
+        }
+    }
+}
+
+fn describe(purpose: &Purpose) -> String {
+    match purpose {
+        Purpose::ListTabs { .. } => "tab.list".to_string(),
+        Purpose::Rename { tab_id, .. } => format!("tab.rename {tab_id}"),
+        Purpose::ListPanes => "pane.list".to_string(),
+        Purpose::ListPlugins => "plugin.list".to_string(),
+    }
+}
+
+fn describe_note(note: &Note) -> String {
+    match note {
+        Note::NewBase { tab_id, base } => format!("{tab_id} renamed by someone else: base is now {base:?}"),
+        Note::Fight { tab_id, recent } => format!("{tab_id}: another renamer undid cowbell's rename ({recent} recently)"),
+        Note::Cooldown { tab_id, seconds } => {
+            format!("{tab_id}: rename fight; leaving the tab alone for {seconds} s")
+        }
+        Note::Dropped { tab_id } => format!("{tab_id} closed: forgotten"),
+    }
+}

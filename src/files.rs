@@ -1,0 +1,160 @@
+//! Private files: how cowbell creates, reads and replaces what it keeps on
+//! disk.
+//!
+//! Directories are 0700 and files 0600; nothing is opened through a
+//! symlink (`O_NOFOLLOW`), every fd is close-on-exec, and a file is
+//! replaced by writing a temporary file beside it, syncing it and renaming
+//! it over the old one, so a crash leaves either the old or the new file.
+
+use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+
+/// Creates `dir` (and its parents) as 0700 if missing, and refuses a
+/// directory that is a symlink or not a directory.
+pub fn ensure_private_dir(dir: &Path) -> io::Result<()> {
+    match fs::symlink_metadata(dir) {
+        Ok(meta) if meta.file_type().is_dir() => return Ok(()),
+        Ok(_) => {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!("{} exists and is not a directory", dir.display()),
+            ));
+        }
+        Err(error) if error.kind() == io::ErrorKind::NotFound => {}
+        Err(error) => return Err(error),
+    }
+    DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+    // `recursive` applies the umask to what it creates; be explicit.
+    fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
+}
+
+/// Opens a private file for appending or locking, creating it 0600.
+pub fn open_private(path: &Path, append: bool) -> io::Result<File> {
+    let mut options = OpenOptions::new();
+    options
+        .read(true)
+        .create(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
+    if append {
+        options.append(true);
+    } else {
+        options.write(true);
+    }
+    options.open(path)
+}
+
+/// Reads a file without following a symlink; `Ok(None)` when it is absent.
+/// A file longer than `cap` bytes is an error rather than a huge allocation.
+pub fn read_capped(path: &Path, cap: u64) -> io::Result<Option<Vec<u8>>> {
+    let file = OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC).open(path);
+    let file = match file {
+        Ok(file) => file,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(error),
+    };
+    let meta = file.metadata()?;
+    if !meta.file_type().is_file() {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, "not a regular file"));
+    }
+    if meta.len() > cap {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, format!("larger than {cap} bytes")));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(cap + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > cap {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, format!("larger than {cap} bytes")));
+    }
+    Ok(Some(bytes))
+}
+
+/// Replaces `path` with `bytes`: temp file in the same directory, 0600,
+/// `sync_all`, `rename`. A symlink at `path` is replaced, not followed.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
+    let temp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
+    let result = (|| {
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&temp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        fs::rename(&temp, path)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&temp);
+    }
+    result
+}
+
+#[cfg(test)]
+pub mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    /// A fresh directory under the system temp dir, removed on drop.
+    pub struct TempDir(pub PathBuf);
+
+    impl TempDir {
+        pub fn new(tag: &str) -> TempDir {
+            use std::sync::atomic::{AtomicUsize, Ordering};
+            static NEXT: AtomicUsize = AtomicUsize::new(0);
+            let n = NEXT.fetch_add(1, Ordering::SeqCst);
+            let dir = std::env::temp_dir().join(format!("cowbell-unit-{tag}-{}-{n}", std::process::id()));
+            let _ = fs::remove_dir_all(&dir);
+            fs::create_dir_all(&dir).unwrap();
+            TempDir(dir)
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+
+    #[test]
+    fn private_dirs_and_files_have_private_modes() {
+        let temp = TempDir::new("files");
+        let dir = temp.0.join("a/b");
+        ensure_private_dir(&dir).unwrap();
+        assert_eq!(fs::metadata(&dir).unwrap().permissions().mode() & 0o777, 0o700);
+        let file = dir.join("f");
+        write_atomically(&file, b"one").unwrap();
+        write_atomically(&file, b"two").unwrap();
+        assert_eq!(fs::read(&file).unwrap(), b"two");
+        assert_eq!(fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(fs::read_dir(&dir).unwrap().count(), 1, "no temp file left behind");
+    }
+
+    #[test]
+    fn symlinks_are_never_followed() {
+        let temp = TempDir::new("links");
+        let target = temp.0.join("target");
+        fs::write(&target, b"precious").unwrap();
+        let link = temp.0.join("link");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        assert!(read_capped(&link, 100).is_err());
+        assert!(open_private(&link, true).is_err());
+        write_atomically(&link, b"new").unwrap();
+        assert_eq!(fs::read(&target).unwrap(), b"precious");
+        let dir_link = temp.0.join("dirlink");
+        std::os::unix::fs::symlink(&temp.0, &dir_link).unwrap();
+        assert!(ensure_private_dir(&dir_link).is_err());
+    }
+
+    #[test]
+    fn reads_are_capped_and_absence_is_not_an_error() {
+        let temp = TempDir::new("cap");
+        assert!(read_capped(&temp.0.join("missing"), 10).unwrap().is_none());
+        let file = temp.0.join("big");
+        fs::write(&file, vec![b'x'; 11]).unwrap();
+        assert!(read_capped(&file, 10).is_err());
+        assert_eq!(read_capped(&file, 11).unwrap().unwrap().len(), 11);
+    }
+}

@@ -1,0 +1,406 @@
+//! The herdr client: what goes over herdr's socket, and a one-shot caller.
+//!
+//! herdr speaks newline-delimited JSON, one request per connection (see
+//! PROTOCOL.md). This module builds request lines, frames incoming bytes
+//! into capped lines, and parses the few shapes cowbell reads. herdr is
+//! another program: names of methods, events and statuses stay strings,
+//! unknown fields are ignored, and a line that does not parse is reported
+//! with its first bytes, never unwrapped. The daemon's loop does its own
+//! non-blocking I/O with these pieces; the short commands use `call`.
+
+use std::io::{self, Read, Write};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use miniserde::{Deserialize, json};
+
+/// Longest line accepted from herdr. A `tab.list` of 1000 tabs is ~200 KiB;
+/// anything past this is a broken or hostile peer, and the connection goes.
+pub const MAX_LINE: usize = 4 << 20;
+
+/// Every request gets this long before it counts as failed.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The lifecycle events that can change what a tab should show.
+pub const LIFECYCLE_EVENTS: &[&str] = &[
+    "tab.created",
+    "tab.closed",
+    "tab.moved",
+    "tab.renamed",
+    "tab.focused",
+    "pane.created",
+    "pane.closed",
+    "pane.moved",
+    "pane.exited",
+    "pane.focused",
+    "pane.agent_detected",
+    "workspace.focused",
+    "workspace.closed",
+];
+
+/// Lifecycle events (as named on the wire) after which the set of panes,
+/// and so the status subscription, may be different.
+pub const PANE_SET_EVENTS: &[&str] = &[
+    "pane_created",
+    "pane_closed",
+    "pane_moved",
+    "pane_exited",
+    "pane_agent_detected",
+    "tab_created",
+    "tab_closed",
+    "workspace_closed",
+];
+
+/// A whole request line, newline included.
+pub fn request_line(id: &str, method: &str, params: &str) -> String {
+    format!(
+        "{{\"id\":{},\"method\":{},\"params\":{}}}\n",
+        json::to_string(id),
+        json::to_string(method),
+        params
+    )
+}
+
+pub fn rename_params(tab_id: &str, label: &str) -> String {
+    format!("{{\"tab_id\":{},\"label\":{}}}", json::to_string(tab_id), json::to_string(label))
+}
+
+pub fn notification_params(title: &str, body: &str) -> String {
+    format!("{{\"title\":{},\"body\":{}}}", json::to_string(title), json::to_string(body))
+}
+
+/// `events.subscribe` params for the lifecycle subscription.
+pub fn lifecycle_subscription() -> String {
+    let entries: Vec<String> =
+        LIFECYCLE_EVENTS.iter().map(|kind| format!("{{\"type\":\"{kind}\"}}")).collect();
+    format!("{{\"subscriptions\":[{}]}}", entries.join(","))
+}
+
+/// `events.subscribe` params for the per-pane status subscription.
+pub fn status_subscription(pane_ids: &[String]) -> String {
+    let entries: Vec<String> = pane_ids
+        .iter()
+        .map(|pane| {
+            format!(
+                "{{\"type\":\"pane.agent_status_changed\",\"pane_id\":{}}}",
+                json::to_string(pane)
+            )
+        })
+        .collect();
+    format!("{{\"subscriptions\":[{}]}}", entries.join(","))
+}
+
+/// A tab as `tab.list` describes it.
+#[derive(Deserialize, Clone, Debug, PartialEq)]
+pub struct TabInfo {
+    pub tab_id: String,
+    pub workspace_id: String,
+    pub number: u64,
+    pub label: String,
+    pub focused: Option<bool>,
+    pub agent_status: Option<String>,
+}
+
+#[derive(Deserialize, Clone, Debug)]
+pub struct PaneInfo {
+    pub pane_id: String,
+}
+
+#[derive(Deserialize, Clone, Debug)]
+pub struct PluginInfo {
+    pub plugin_id: String,
+    pub enabled: Option<bool>,
+}
+
+#[derive(Deserialize, Clone, Debug, PartialEq)]
+pub struct ErrorBody {
+    pub code: String,
+    pub message: String,
+}
+
+#[derive(Deserialize, Default)]
+struct ResultBody {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    tabs: Option<Vec<TabInfo>>,
+    panes: Option<Vec<PaneInfo>>,
+    plugins: Option<Vec<PluginInfo>>,
+    tab: Option<TabInfo>,
+}
+
+#[derive(Deserialize, Default)]
+struct EventData {
+    tab_id: Option<String>,
+    label: Option<String>,
+    pane_id: Option<String>,
+}
+
+/// Any line herdr sends: a response or an event. Only the fields cowbell
+/// reads are declared; miniserde skips the rest.
+#[derive(Deserialize)]
+struct Line {
+    id: Option<String>,
+    result: Option<ResultBody>,
+    error: Option<ErrorBody>,
+    event: Option<String>,
+    data: Option<EventData>,
+}
+
+/// What one line from herdr means to cowbell.
+#[derive(Debug, PartialEq)]
+pub enum Message {
+    Error(ErrorBody),
+    SubscriptionStarted,
+    Tabs(Vec<TabInfo>),
+    Panes(Vec<String>),
+    Plugins(Vec<(String, bool)>),
+    Renamed(TabInfo),
+    /// Any other successful answer (`ok`, `pong`, `notification_show`...).
+    Ok(String),
+    Event { name: String, tab_id: Option<String>, label: Option<String>, pane_id: Option<String> },
+}
+
+/// Why a line could not be understood; the text is what goes in the log.
+#[derive(Debug, PartialEq)]
+pub struct Malformed(pub String);
+
+impl std::fmt::Display for Malformed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The first 200 bytes of a line, for messages, cut at a char boundary.
+pub fn excerpt(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(200)]);
+    let mut text = text.into_owned();
+    text.retain(|c| !c.is_control());
+    text
+}
+
+pub fn parse_line(bytes: &[u8]) -> Result<Message, Malformed> {
+    let malformed = || Malformed(format!("malformed line from herdr: {}", excerpt(bytes)));
+    let text = std::str::from_utf8(bytes).map_err(|_| malformed())?;
+    let line: Line = json::from_str(text).map_err(|_| malformed())?;
+    if let Some(name) = line.event {
+        let data = line.data.unwrap_or_default();
+        return Ok(Message::Event { name, tab_id: data.tab_id, label: data.label, pane_id: data.pane_id });
+    }
+    if let Some(error) = line.error {
+        return Ok(Message::Error(error));
+    }
+    let _ = line.id;
+    let result = line.result.ok_or_else(malformed)?;
+    let kind = result.kind.unwrap_or_default();
+    Ok(match kind.as_str() {
+        "subscription_started" => Message::SubscriptionStarted,
+        "tab_list" => Message::Tabs(result.tabs.ok_or_else(malformed)?),
+        "pane_list" => {
+            Message::Panes(result.panes.ok_or_else(malformed)?.into_iter().map(|p| p.pane_id).collect())
+        }
+        "plugin_list" => Message::Plugins(
+            result
+                .plugins
+                .ok_or_else(malformed)?
+                .into_iter()
+                .map(|p| (p.plugin_id, p.enabled.unwrap_or(true)))
+                .collect(),
+        ),
+        "tab_info" => Message::Renamed(result.tab.ok_or_else(malformed)?),
+        _ => Message::Ok(kind),
+    })
+}
+
+/// Splits a byte stream into lines and refuses to grow past `MAX_LINE`.
+#[derive(Default)]
+pub struct LineBuffer {
+    pending: Vec<u8>,
+    /// Bytes of `pending` already searched for a newline.
+    scanned: usize,
+    /// Bytes after the last newline, so a huge line is caught without
+    /// searching it again on every read.
+    unterminated: usize,
+}
+
+#[derive(Debug, PartialEq)]
+pub struct LineTooLong;
+
+impl LineBuffer {
+    pub fn push(&mut self, bytes: &[u8]) -> Result<(), LineTooLong> {
+        self.unterminated = match bytes.iter().rposition(|b| *b == b'\n') {
+            Some(last) => bytes.len() - last - 1,
+            None => self.unterminated + bytes.len(),
+        };
+        if self.unterminated > MAX_LINE {
+            *self = LineBuffer::default();
+            return Err(LineTooLong);
+        }
+        self.pending.extend_from_slice(bytes);
+        Ok(())
+    }
+
+    /// The next complete line, without its newline.
+    pub fn next_line(&mut self) -> Option<Vec<u8>> {
+        let newline = self.pending[self.scanned..].iter().position(|b| *b == b'\n');
+        match newline {
+            Some(offset) => {
+                let end = self.scanned + offset;
+                let mut line: Vec<u8> = self.pending.drain(..=end).collect();
+                line.pop();
+                self.scanned = 0;
+                Some(line)
+            }
+            None => {
+                self.scanned = self.pending.len();
+                None
+            }
+        }
+    }
+
+    /// Whatever is left without a newline (herdr may close right after).
+    pub fn take_rest(&mut self) -> Option<Vec<u8>> {
+        let rest = std::mem::take(&mut self.pending);
+        *self = LineBuffer::default();
+        if rest.iter().all(u8::is_ascii_whitespace) { None } else { Some(rest) }
+    }
+}
+
+/// Why a one-shot call failed.
+#[derive(Debug)]
+pub enum CallError {
+    Connect(io::Error),
+    Io(io::Error),
+    Timeout,
+    Closed,
+    TooLong,
+    Malformed(Malformed),
+    Herdr(ErrorBody),
+}
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CallError::Connect(error) => write!(f, "cannot connect: {error}"),
+            CallError::Io(error) => write!(f, "{error}"),
+            CallError::Timeout => write!(f, "no answer within {} s", REQUEST_TIMEOUT.as_secs()),
+            CallError::Closed => write!(f, "herdr closed the connection without an answer"),
+            CallError::TooLong => write!(f, "answer longer than {} bytes", MAX_LINE),
+            CallError::Malformed(malformed) => write!(f, "{malformed}"),
+            CallError::Herdr(error) => write!(f, "herdr said {}: {}", error.code, error.message),
+        }
+    }
+}
+
+/// One request on its own connection, for the short commands (the daemon
+/// never blocks like this). herdr errors come back as `CallError::Herdr`.
+pub fn call(socket: &Path, method: &str, params: &str) -> Result<Message, CallError> {
+    let deadline = Instant::now() + REQUEST_TIMEOUT;
+    let mut stream = std::os::unix::net::UnixStream::connect(socket).map_err(CallError::Connect)?;
+    let io_error = |error: io::Error| match error.kind() {
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => CallError::Timeout,
+        _ => CallError::Io(error),
+    };
+    stream.set_write_timeout(Some(REQUEST_TIMEOUT)).map_err(CallError::Io)?;
+    stream.write_all(request_line("c1", method, params).as_bytes()).map_err(io_error)?;
+    let mut lines = LineBuffer::default();
+    let mut chunk = [0u8; 16 * 1024];
+    loop {
+        if let Some(line) = lines.next_line() {
+            return match parse_line(&line).map_err(CallError::Malformed)? {
+                Message::Error(error) => Err(CallError::Herdr(error)),
+                message => Ok(message),
+            };
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(CallError::Timeout);
+        }
+        stream.set_read_timeout(Some(left)).map_err(CallError::Io)?;
+        match stream.read(&mut chunk) {
+            Ok(0) => {
+                return match lines.take_rest() {
+                    Some(rest) => match parse_line(&rest).map_err(CallError::Malformed)? {
+                        Message::Error(error) => Err(CallError::Herdr(error)),
+                        message => Ok(message),
+                    },
+                    None => Err(CallError::Closed),
+                };
+            }
+            Ok(n) => lines.push(&chunk[..n]).map_err(|_| CallError::TooLong)?,
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+            Err(error) => return Err(io_error(error)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_recorded_shapes() {
+        let renamed = br#"{"data":{"label":"build","tab_id":"w1:t1","type":"tab_renamed","workspace_id":"w1"},"event":"tab_renamed"}"#;
+        assert_eq!(
+            parse_line(renamed),
+            Ok(Message::Event {
+                name: "tab_renamed".into(),
+                tab_id: Some("w1:t1".into()),
+                label: Some("build".into()),
+                pane_id: None
+            })
+        );
+        let created = br#"{"data":{"tab":{"agent_status":"unknown","focused":false,"label":"temp","number":3,"pane_count":1,"tab_id":"w1:t3","workspace_id":"w1"},"type":"tab_created"},"event":"tab_created"}"#;
+        assert!(matches!(parse_line(created), Ok(Message::Event { name, .. }) if name == "tab_created"));
+        let status = br#"{"data":{"agent":"testbot","agent_status":"blocked","pane_id":"w1:p1","workspace_id":"w1"},"event":"pane.agent_status_changed"}"#;
+        assert!(matches!(parse_line(status), Ok(Message::Event { pane_id: Some(p), .. }) if p == "w1:p1"));
+        let list = br#"{"id":"tl1","result":{"type":"tab_list","tabs":[{"tab_id":"w1:t1","workspace_id":"w1","number":1,"label":"build","focused":true,"pane_count":1,"agent_status":"working"}]}}"#;
+        match parse_line(list) {
+            Ok(Message::Tabs(tabs)) => {
+                assert_eq!(tabs[0].label, "build");
+                assert_eq!(tabs[0].agent_status.as_deref(), Some("working"));
+            }
+            other => panic!("{other:?}"),
+        }
+        let probe = br#"{"id":"s:sub:1:probe","error":{"code":"pane_not_found","message":"pane w1:p99 not found"}}"#;
+        assert!(matches!(parse_line(probe), Ok(Message::Error(e)) if e.code == "pane_not_found"));
+        assert_eq!(
+            parse_line(br#"{"id":"s1","result":{"type":"subscription_started"}}"#),
+            Ok(Message::SubscriptionStarted)
+        );
+    }
+
+    #[test]
+    fn bad_lines_are_reported_not_fatal() {
+        for line in [&b"not json"[..], b"\xff\xfe", b"{\"id\":1}", b"[]", b"{\"result\":{\"type\":\"tab_list\"}}"] {
+            let error = parse_line(line).unwrap_err();
+            assert!(error.0.starts_with("malformed line from herdr: "), "{error}");
+        }
+        let unknown = br#"{"data":{"x":[1,2,{"y":null}]},"event":"something_new","extra":true}"#;
+        assert!(matches!(parse_line(unknown), Ok(Message::Event { .. })));
+    }
+
+    #[test]
+    fn line_buffer_frames_and_caps() {
+        let mut lines = LineBuffer::default();
+        lines.push(b"ab").unwrap();
+        assert_eq!(lines.next_line(), None);
+        lines.push(b"c\nde\nf").unwrap();
+        assert_eq!(lines.next_line(), Some(b"abc".to_vec()));
+        assert_eq!(lines.next_line(), Some(b"de".to_vec()));
+        assert_eq!(lines.next_line(), None);
+        assert_eq!(lines.take_rest(), Some(b"f".to_vec()));
+        let huge = vec![b'x'; MAX_LINE + 1];
+        assert_eq!(lines.push(&huge), Err(LineTooLong));
+        assert_eq!(lines.next_line(), None);
+    }
+
+    #[test]
+    fn requests_are_escaped_json() {
+        let line = request_line("r1", "tab.rename", &rename_params("w1:t1", "a\"b\n🔴"));
+        assert!(line.ends_with('\n'));
+        let value: json::Value = json::from_str(line.trim_end()).unwrap();
+        let json::Value::Object(object) = value else { panic!() };
+        let json::Value::Object(params) = &object["params"] else { panic!() };
+        assert!(matches!(&params["label"], json::Value::String(label) if label == "a\"b\n🔴"));
+    }
+}

@@ -1,0 +1,114 @@
+//! The daemon's log: `cowbell.log` in the per-server directory.
+//!
+//! One line per notable event, prefixed with a UTC timestamp. The file is
+//! capped at 1 MiB: past that it becomes `cowbell.log.1` (replacing the
+//! previous one) and a new file starts. A log that cannot be written is not
+//! a reason to stop keeping icons right, so failures are swallowed after
+//! one attempt to say so on stderr (which is /dev/null once detached).
+
+use std::fs::File;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::files;
+
+pub const MAX_LOG_BYTES: u64 = 1 << 20;
+
+pub struct Log {
+    path: PathBuf,
+    file: Option<File>,
+    size: u64,
+    /// Also copy lines to stderr (`daemon --foreground`).
+    pub echo_to_stderr: bool,
+}
+
+impl Log {
+    pub fn open(path: PathBuf) -> Log {
+        let mut log = Log { path, file: None, size: 0, echo_to_stderr: false };
+        log.reopen();
+        log
+    }
+
+    fn reopen(&mut self) {
+        self.file = files::open_private(&self.path, true).ok();
+        self.size = self.file.as_ref().and_then(|f| f.metadata().ok()).map_or(0, |m| m.len());
+    }
+
+    pub fn line(&mut self, message: &str) {
+        let stamp = utc_timestamp(SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()));
+        let mut line = format!("{stamp} [{}] {message}", std::process::id());
+        line.retain(|c| c != '\n' && c != '\r');
+        line.push('\n');
+        if self.echo_to_stderr {
+            let _ = std::io::stderr().write_all(line.as_bytes());
+        }
+        if self.size + line.len() as u64 > MAX_LOG_BYTES {
+            let mut rotated = self.path.clone().into_os_string();
+            rotated.push(".1");
+            let _ = std::fs::rename(&self.path, rotated);
+            self.reopen();
+        }
+        if let Some(file) = &mut self.file
+            && file.write_all(line.as_bytes()).is_ok()
+        {
+            self.size += line.len() as u64;
+        }
+    }
+}
+
+/// `2026-11-30T05:02:36Z` from Unix seconds (days-to-civil, Howard
+/// Hinnant's algorithm), to avoid a date crate.
+pub fn utc_timestamp(unix_secs: u64) -> String {
+    let days = (unix_secs / 86_400) as i64;
+    let seconds = unix_secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let day_of_era = z.rem_euclid(146_097);
+    let year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_index = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
+    let month = if month_index < 10 { month_index + 3 } else { month_index - 9 };
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        seconds / 3600,
+        seconds / 60 % 60,
+        seconds % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::files::tests::TempDir;
+
+    #[test]
+    fn timestamps_are_utc_calendar_dates() {
+        assert_eq!(utc_timestamp(0), "1970-01-01T00:00:00Z");
+        assert_eq!(utc_timestamp(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(utc_timestamp(1_796_014_956), "2026-11-30T05:02:36Z");
+    }
+
+    #[test]
+    fn the_log_rotates_at_one_mebibyte() {
+        let temp = TempDir::new("log");
+        let path = temp.0.join("cowbell.log");
+        let mut log = Log::open(path.clone());
+        let message = "x".repeat(1000);
+        for _ in 0..1100 {
+            log.line(&message);
+        }
+        let size = std::fs::metadata(&path).unwrap().len();
+        let rotated = std::fs::metadata(temp.0.join("cowbell.log.1")).unwrap().len();
+        assert!(size <= MAX_LOG_BYTES && rotated <= MAX_LOG_BYTES, "{size} {rotated}");
+        assert!(size + rotated > 1_000_000);
+    }
+
+    #[test]
+    fn an_unwritable_log_is_not_fatal() {
+        let mut log = Log::open(PathBuf::from("/nonexistent/dir/cowbell.log"));
+        log.line("still fine");
+    }
+}

@@ -1,0 +1,71 @@
+//! cowbell: status icons in front of herdr tab names.
+//!
+//! `main` parses the command line and hands over to the command; every
+//! concern lives in a module of its own:
+//! - the pure core: `labels` (icons, compose, strip), `resync` (what every
+//!   tab should be called), `fights` (rename fights and cool-downs);
+//! - the herdr client: `herdr`;
+//! - the daemon: `daemon` (pidfile lock, detaching), `event_loop` (the one
+//!   poll loop), `signals` (the self-pipe), `sys` (the system calls);
+//! - on disk: `config`, `state`, `log`, `files`, `paths`;
+//! - the command line: `cli`, `commands`, `error`.
+
+mod cli;
+mod commands;
+mod config;
+mod daemon;
+mod error;
+mod event_loop;
+mod fights;
+mod files;
+mod herdr;
+mod json_check;
+mod labels;
+mod log;
+mod paths;
+mod resync;
+mod signals;
+mod state;
+mod sys;
+
+use std::process::ExitCode;
+
+use cli::Command;
+use paths::Paths;
+
+fn main() -> ExitCode {
+    let command = match cli::parse_from_env() {
+        Ok(command) => command,
+        Err(error) => {
+            eprintln!("cowbell: {}", error.0);
+            return ExitCode::from(2);
+        }
+    };
+    let paths = Paths::from_env();
+    let result = match command {
+        Command::Help(text) => {
+            print!("{text}");
+            Ok(0)
+        }
+        Command::Version => {
+            println!("cowbell {}", env!("CARGO_PKG_VERSION"));
+            Ok(0)
+        }
+        Command::Daemon { replace, foreground } => commands::daemon(&paths, replace, foreground),
+        Command::Watchdog => commands::watchdog(&paths),
+        Command::On => commands::on(&paths),
+        Command::Off => commands::off(&paths, false),
+        Command::RemoveIcons => commands::off(&paths, true),
+        Command::Status { json } => commands::status(&paths, json),
+        Command::Sync => commands::sync(&paths),
+        Command::Presets => commands::presets(),
+        Command::ConfigCheck => commands::config_check(&paths),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(error) => {
+            eprintln!("{error}");
+            ExitCode::from(error.exit_code())
+        }
+    }
+}

@@ -1,0 +1,131 @@
+//! Where things are: herdr's socket, the config file, and the per-server
+//! state directory holding state.json, the pidfile and the log.
+//!
+//! The plugin state directory is shared by every herdr server (session) of
+//! the user, so each server gets a subdirectory named after its socket:
+//! `default` for herdr's default socket, `session-<name>` for
+//! `~/.config/herdr/sessions/<name>/herdr.sock`, and `socket-<hash>` for any
+//! other path. Only this module reads the environment for paths.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Paths {
+    pub socket: PathBuf,
+    pub config_file: PathBuf,
+    pub server_dir: PathBuf,
+    pub plugin_id: String,
+}
+
+impl Paths {
+    pub fn from_env() -> Paths {
+        Paths::from_lookup(|name| std::env::var_os(name).filter(|value| !value.is_empty()))
+    }
+
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<OsString>) -> Paths {
+        let home = lookup("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/"));
+        let config_home = lookup("XDG_CONFIG_HOME").map(PathBuf::from).unwrap_or_else(|| home.join(".config"));
+        let state_home =
+            lookup("XDG_STATE_HOME").map(PathBuf::from).unwrap_or_else(|| home.join(".local/state"));
+        let default_socket = config_home.join("herdr/herdr.sock");
+        let socket = lookup("HERDR_SOCKET_PATH").map(PathBuf::from).unwrap_or_else(|| default_socket.clone());
+        let state_dir = lookup("HERDR_PLUGIN_STATE_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| state_home.join("herdr/plugins/cowbell"));
+        let config_dir = lookup("HERDR_PLUGIN_CONFIG_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| config_home.join("herdr/plugins/config/cowbell"));
+        let plugin_id = lookup("HERDR_PLUGIN_ID")
+            .and_then(|id| id.into_string().ok())
+            .unwrap_or_else(|| "cowbell".to_string());
+        let server_dir = state_dir.join(server_dir_name(&socket, &default_socket));
+        Paths { socket, config_file: config_dir.join("config.json"), server_dir, plugin_id }
+    }
+
+    pub fn state_file(&self) -> PathBuf {
+        self.server_dir.join("state.json")
+    }
+
+    pub fn pid_file(&self) -> PathBuf {
+        self.server_dir.join("cowbell.pid")
+    }
+
+    pub fn log_file(&self) -> PathBuf {
+        self.server_dir.join("cowbell.log")
+    }
+}
+
+/// The subdirectory of the state directory that belongs to one server.
+pub fn server_dir_name(socket: &Path, default_socket: &Path) -> String {
+    if socket == default_socket {
+        return "default".to_string();
+    }
+    let parts: Vec<&str> = socket.iter().filter_map(|p| p.to_str()).collect();
+    if let [.., "herdr", "sessions", name, "herdr.sock"] = parts.as_slice() {
+        let readable = !name.is_empty()
+            && name.len() <= 64
+            && !name.starts_with('.')
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+        if readable {
+            return format!("session-{name}");
+        }
+    }
+    format!("socket-{:016x}", fnv1a(socket.as_os_str().as_encoded_bytes()))
+}
+
+/// FNV-1a: a stable, tiny hash; collisions only matter between one user's
+/// own socket paths.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| (hash ^ u64::from(*byte)).wrapping_mul(0x100_0000_01b3))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lookup<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<OsString> + 'a {
+        move |name| vars.iter().find(|(k, _)| *k == name).map(|(_, v)| OsString::from(v))
+    }
+
+    #[test]
+    fn herdr_environment_wins() {
+        let paths = Paths::from_lookup(lookup(&[
+            ("HOME", "/home/u"),
+            ("HERDR_SOCKET_PATH", "/home/u/.config/herdr/herdr.sock"),
+            ("HERDR_PLUGIN_STATE_DIR", "/s"),
+            ("HERDR_PLUGIN_CONFIG_DIR", "/c"),
+            ("HERDR_PLUGIN_ID", "cowbell-dev"),
+        ]));
+        assert_eq!(paths.server_dir, PathBuf::from("/s/default"));
+        assert_eq!(paths.config_file, PathBuf::from("/c/config.json"));
+        assert_eq!(paths.plugin_id, "cowbell-dev");
+        assert_eq!(paths.state_file(), PathBuf::from("/s/default/state.json"));
+    }
+
+    #[test]
+    fn fallbacks_follow_xdg_then_home() {
+        let paths = Paths::from_lookup(lookup(&[("HOME", "/home/u")]));
+        assert_eq!(paths.socket, PathBuf::from("/home/u/.config/herdr/herdr.sock"));
+        assert_eq!(paths.server_dir, PathBuf::from("/home/u/.local/state/herdr/plugins/cowbell/default"));
+        assert_eq!(paths.config_file, PathBuf::from("/home/u/.config/herdr/plugins/config/cowbell/config.json"));
+        let paths = Paths::from_lookup(lookup(&[("HOME", "/h"), ("XDG_CONFIG_HOME", "/x"), ("XDG_STATE_HOME", "/y")]));
+        assert_eq!(paths.socket, PathBuf::from("/x/herdr/herdr.sock"));
+        assert_eq!(paths.server_dir, PathBuf::from("/y/herdr/plugins/cowbell/default"));
+        assert_eq!(paths.config_file, PathBuf::from("/x/herdr/plugins/config/cowbell/config.json"));
+    }
+
+    #[test]
+    fn each_server_gets_its_own_directory() {
+        let default = Path::new("/home/u/.config/herdr/herdr.sock");
+        assert_eq!(server_dir_name(default, default), "default");
+        let session = Path::new("/home/u/.config/herdr/sessions/work/herdr.sock");
+        assert_eq!(server_dir_name(session, default), "session-work");
+        let odd = Path::new("/home/u/.config/herdr/sessions/../x/herdr.sock");
+        assert!(server_dir_name(odd, default).starts_with("socket-"));
+        let a = server_dir_name(Path::new("/tmp/a.sock"), default);
+        let b = server_dir_name(Path::new("/tmp/b.sock"), default);
+        assert!(a.starts_with("socket-") && a.len() == 23 && a != b);
+        assert_eq!(a, server_dir_name(Path::new("/tmp/a.sock"), default));
+    }
+}

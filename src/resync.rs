@@ -1,0 +1,519 @@
+//! The resync decision: what every tab should be called, and why.
+//!
+//! Pure: it takes herdr's tab list, the settings and the time, and returns
+//! the renames to make. It keeps, per tab, the base (the real name), the
+//! last label cowbell wrote, the label it last saw, the labels it sent
+//! recently (to recognise its own echoes, even of a rename that timed out
+//! and was applied late) and the fight history. Whatever touches a socket
+//! or a file lives elsewhere.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use crate::fights::{FightRecord, Timing, Verdict};
+use crate::herdr::TabInfo;
+use crate::labels::{Labeler, Status};
+
+/// How long a label cowbell sent is still recognised as its own echo.
+/// herdr delivers a burst of echoes over about a second, and can apply a
+/// rename that timed out seconds later.
+pub const ECHO_MEMORY: Duration = Duration::from_secs(60);
+
+/// Labels remembered per tab for echo recognition.
+const ECHOES_KEPT: usize = 8;
+
+/// A tab as herdr listed it, in the core's terms.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tab {
+    pub tab_id: String,
+    pub number: u64,
+    pub label: String,
+    pub status: Status,
+}
+
+impl Tab {
+    pub fn from_info(info: &TabInfo) -> Tab {
+        let status = info.agent_status.as_deref().and_then(Status::from_name).unwrap_or(Status::Unknown);
+        Tab { tab_id: info.tab_id.clone(), number: info.number, label: info.label.clone(), status }
+    }
+
+    /// herdr names a tab nobody named after its 1-based position.
+    fn looks_auto_named(&self) -> bool {
+        self.label == self.number.to_string()
+    }
+}
+
+/// What the configuration and the clock scale decide for a resync.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub labeler: Labeler,
+    pub include_auto_named: bool,
+    pub spinner: bool,
+    pub timing: Timing,
+    pub echo_memory: Duration,
+}
+
+/// One tab's memory.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TabRecord {
+    pub base: String,
+    /// The last label cowbell wrote and herdr confirmed.
+    pub written: Option<String>,
+    /// The label the tab had when cowbell last looked or wrote.
+    pub seen: String,
+    /// herdr named it by position; the base follows the position.
+    pub auto_named: bool,
+    pub fight: FightRecord,
+    pub status: Option<Status>,
+    /// Labels sent recently, newest last.
+    pub sent: Vec<(String, Instant)>,
+}
+
+impl TabRecord {
+    fn sent_recently(&self, label: &str, now: Instant, memory: Duration) -> bool {
+        self.sent
+            .iter()
+            .any(|(sent, at)| sent == label && now.saturating_duration_since(*at) <= memory)
+    }
+
+    fn remember_sent(&mut self, label: &str, now: Instant) {
+        self.sent.push((label.to_string(), now));
+        if self.sent.len() > ECHOES_KEPT {
+            self.sent.remove(0);
+        }
+    }
+}
+
+/// A rename to make.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rename {
+    pub tab_id: String,
+    pub label: String,
+}
+
+/// Something worth a line in the log.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Note {
+    NewBase { tab_id: String, base: String },
+    Fight { tab_id: String, recent: usize },
+    Cooldown { tab_id: String, seconds: u64 },
+    Dropped { tab_id: String },
+}
+
+/// The outcome of one resync.
+#[derive(Debug, Default, PartialEq)]
+pub struct Plan {
+    pub renames: Vec<Rename>,
+    pub notes: Vec<Note>,
+}
+
+/// Every tab cowbell keeps an icon on.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Tracker {
+    pub tabs: BTreeMap<String, TabRecord>,
+    pub spinner_frame: usize,
+}
+
+impl Tracker {
+    /// Decides every tab's label from a fresh `tab.list`.
+    pub fn resync(&mut self, listed: &[Tab], settings: &Settings, now: Instant) -> Plan {
+        let mut plan = Plan::default();
+        let present: std::collections::BTreeSet<&str> = listed.iter().map(|t| t.tab_id.as_str()).collect();
+        let gone: Vec<String> =
+            self.tabs.keys().filter(|id| !present.contains(id.as_str())).cloned().collect();
+        for tab_id in gone {
+            self.tabs.remove(&tab_id);
+            plan.notes.push(Note::Dropped { tab_id });
+        }
+        for tab in listed {
+            self.resync_tab(tab, settings, now, &mut plan);
+        }
+        plan
+    }
+
+    fn resync_tab(&mut self, tab: &Tab, settings: &Settings, now: Instant, plan: &mut Plan) {
+        let labeler = &settings.labeler;
+        let record = match self.tabs.get_mut(&tab.tab_id) {
+            Some(record) => record,
+            None => {
+                let auto_named = tab.looks_auto_named();
+                if auto_named && !settings.include_auto_named {
+                    return;
+                }
+                let base = if auto_named { tab.number.to_string() } else { labeler.strip(&tab.label).to_string() };
+                let record = TabRecord { base, seen: tab.label.clone(), auto_named, ..TabRecord::default() };
+                self.tabs.entry(tab.tab_id.clone()).or_insert(record)
+            }
+        };
+        if tab.label != record.seen {
+            if record.sent_recently(&tab.label, now, settings.echo_memory) {
+                record.written = Some(tab.label.clone());
+            } else if !(record.auto_named && tab.looks_auto_named()) {
+                // Someone else named the tab: their name is the new base.
+                record.base = labeler.strip(&tab.label).to_string();
+                record.auto_named = false;
+                plan.notes.push(Note::NewBase { tab_id: tab.tab_id.clone(), base: record.base.clone() });
+                match record.fight.foreign_rename(now, &settings.timing) {
+                    Verdict::NotAFight => {}
+                    Verdict::Fight { recent } => {
+                        plan.notes.push(Note::Fight { tab_id: tab.tab_id.clone(), recent })
+                    }
+                    Verdict::CooldownStarted { until } => plan.notes.push(Note::Cooldown {
+                        tab_id: tab.tab_id.clone(),
+                        seconds: until.saturating_duration_since(now).as_secs(),
+                    }),
+                }
+            }
+            record.seen = tab.label.clone();
+        }
+        record.status = Some(tab.status);
+        record.fight.expire(now);
+        if record.auto_named && !settings.include_auto_named {
+            // The option was switched off: give the number back and forget.
+            let position = tab.number.to_string();
+            if tab.label != position {
+                plan.renames.push(Rename { tab_id: tab.tab_id.clone(), label: position });
+            }
+            self.tabs.remove(&tab.tab_id);
+            return;
+        }
+        if record.auto_named {
+            record.base = tab.number.to_string();
+        }
+        if record.fight.cooling_down(now) {
+            return;
+        }
+        let wanted = wanted_label(record, settings, self.spinner_frame);
+        if wanted != tab.label {
+            record.remember_sent(&wanted, now);
+            record.fight.own_rename(now);
+            plan.renames.push(Rename { tab_id: tab.tab_id.clone(), label: wanted });
+        }
+    }
+
+    /// Whether a `tab_renamed` event is the echo of cowbell's own rename.
+    pub fn is_echo(&self, tab_id: &str, label: &str, now: Instant, settings: &Settings) -> bool {
+        self.tabs.get(tab_id).is_some_and(|r| r.sent_recently(label, now, settings.echo_memory))
+    }
+
+    /// herdr applied a rename: the tab now carries cowbell's label.
+    pub fn confirm(&mut self, tab_id: &str, label: &str) {
+        if let Some(record) = self.tabs.get_mut(tab_id) {
+            record.written = Some(label.to_string());
+            record.seen = label.to_string();
+        }
+    }
+
+    /// Advances the spinner one frame, renaming every working tab together.
+    /// Spinner renames are cowbell's own but are not counted as provoking a
+    /// fight: only a change of icon or base is.
+    pub fn spinner_tick(&mut self, settings: &Settings, now: Instant) -> Vec<Rename> {
+        self.spinner_frame = self.spinner_frame.wrapping_add(1);
+        let mut renames = Vec::new();
+        for (tab_id, record) in &mut self.tabs {
+            if record.status != Some(Status::Working) || record.fight.cooling_down(now) {
+                continue;
+            }
+            let wanted = wanted_label(record, settings, self.spinner_frame);
+            if wanted != record.seen {
+                record.remember_sent(&wanted, now);
+                renames.push(Rename { tab_id: tab_id.clone(), label: wanted });
+            }
+        }
+        renames
+    }
+
+    /// True while some tab shows the spinner, so the loop needs a tick.
+    pub fn spinning(&self, settings: &Settings, now: Instant) -> bool {
+        settings.spinner
+            && self
+                .tabs
+                .values()
+                .any(|r| r.status == Some(Status::Working) && !r.fight.cooling_down(now))
+    }
+
+    /// The earliest end of a running cool-down, when the icon comes back.
+    pub fn next_cooldown_end(&self, now: Instant) -> Option<Instant> {
+        self.tabs.values().filter_map(|r| r.fight.cooldown_until).filter(|until| *until > now).min()
+    }
+
+    /// The renames that give every tab its own name back. A label still
+    /// equal to cowbell's last write goes back to the base (the position for
+    /// an auto-named tab); a label someone else set since keeps their name,
+    /// stripped of a leading icon. With `every_tab`, tabs cowbell does not
+    /// track lose a leading icon too (remove-icons cleans up after a crash).
+    pub fn restore_plan(&self, listed: &[Tab], labeler: &Labeler, every_tab: bool, now: Instant) -> Vec<Rename> {
+        let mut renames = Vec::new();
+        for tab in listed {
+            let target = match self.tabs.get(&tab.tab_id) {
+                Some(record) => {
+                    let ours = record.written.as_deref() == Some(tab.label.as_str())
+                        || record.sent_recently(&tab.label, now, ECHO_MEMORY);
+                    match (ours, record.auto_named) {
+                        (true, true) => tab.number.to_string(),
+                        (true, false) => record.base.clone(),
+                        (false, _) => labeler.strip(&tab.label).to_string(),
+                    }
+                }
+                None if every_tab => labeler.strip(&tab.label).to_string(),
+                None => continue,
+            };
+            if target != tab.label {
+                renames.push(Rename { tab_id: tab.tab_id.clone(), label: target });
+            }
+        }
+        renames
+    }
+}
+
+fn wanted_label(record: &TabRecord, settings: &Settings, spinner_frame: usize) -> String {
+    let status = record.status.unwrap_or(Status::Unknown);
+    if settings.spinner && status == Status::Working {
+        settings.labeler.spinner_label(spinner_frame, &record.base)
+    } else {
+        settings.labeler.label(status, &record.base)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::labels;
+
+    fn settings() -> Settings {
+        let preset = labels::preset("emoji").unwrap();
+        Settings {
+            labeler: Labeler::new(preset, &Default::default(), " "),
+            include_auto_named: false,
+            spinner: false,
+            timing: Timing::REAL,
+            echo_memory: ECHO_MEMORY,
+        }
+    }
+
+    fn tab(id: &str, number: u64, label: &str, status: Status) -> Tab {
+        Tab { tab_id: id.into(), number, label: label.into(), status }
+    }
+
+    fn renames(plan: &Plan) -> Vec<(&str, &str)> {
+        plan.renames.iter().map(|r| (r.tab_id.as_str(), r.label.as_str())).collect()
+    }
+
+    /// Applies a plan the way herdr would, confirming each rename.
+    fn apply(tracker: &mut Tracker, tabs: &mut [Tab], plan: &[Rename]) {
+        for rename in plan {
+            let tab = tabs.iter_mut().find(|t| t.tab_id == rename.tab_id).unwrap();
+            tab.label = rename.label.clone();
+            tracker.confirm(&rename.tab_id, &rename.label);
+        }
+    }
+
+    #[test]
+    fn icons_follow_the_status_and_only_changed_tabs_are_renamed() {
+        let s = settings();
+        let now = Instant::now();
+        let mut tracker = Tracker::default();
+        let mut tabs = vec![
+            tab("w1:t1", 1, "api", Status::Blocked),
+            tab("w1:t2", 2, "docs", Status::Done),
+            tab("w1:t3", 3, "build", Status::Working),
+            tab("w1:t4", 4, "shell", Status::Idle),
+            tab("w1:t5", 5, "logs", Status::Unknown),
+        ];
+        let plan = tracker.resync(&tabs, &s, now);
+        assert_eq!(
+            renames(&plan),
+            [("w1:t1", "🔴 api"), ("w1:t2", "🔵 docs"), ("w1:t3", "🟡 build")]
+        );
+        apply(&mut tracker, &mut tabs, &plan.renames);
+        assert_eq!(tracker.resync(&tabs, &s, now), Plan::default());
+        // Done clears once the tab is seen.
+        tabs[1].status = Status::Idle;
+        let plan = tracker.resync(&tabs, &s, now);
+        assert_eq!(renames(&plan), [("w1:t2", "docs")]);
+    }
+
+    #[test]
+    fn a_foreign_rename_becomes_the_base_with_the_icon_in_front_once() {
+        let s = settings();
+        let now = Instant::now();
+        let mut tracker = Tracker::default();
+        let mut tabs = vec![tab("w1:t1", 1, "api", Status::Blocked)];
+        let plan = tracker.resync(&tabs, &s, now);
+        apply(&mut tracker, &mut tabs, &plan.renames);
+        for new_name in ["frontend", "🟡 tests", "🔴 🔴 again"] {
+            tabs[0].label = new_name.into();
+            let plan = tracker.resync(&tabs, &s, now + Duration::from_secs(100));
+            let expected = format!("🔴 {}", s.labeler.strip(new_name));
+            assert_eq!(renames(&plan), [("w1:t1", expected.as_str())]);
+            apply(&mut tracker, &mut tabs, &plan.renames);
+            assert!(tracker.resync(&tabs, &s, now + Duration::from_secs(100)).renames.is_empty());
+        }
+        assert_eq!(tracker.tabs["w1:t1"].base, "again");
+    }
+
+    #[test]
+    fn echoes_are_recognised_and_are_not_new_bases() {
+        let s = settings();
+        let now = Instant::now();
+        let mut tracker = Tracker::default();
+        let tabs = vec![tab("w1:t1", 1, "api", Status::Blocked)];
+        let plan = tracker.resync(&tabs, &s, now);
+        assert!(tracker.is_echo("w1:t1", "🔴 api", now + Duration::from_secs(1), &s));
+        assert!(!tracker.is_echo("w1:t1", "api", now, &s));
+        assert!(!tracker.is_echo("w1:t1", "🔴 api", now + ECHO_MEMORY + Duration::from_secs(1), &s));
+        // The rename timed out but herdr applied it later: still ours.
+        let late = vec![tab("w1:t1", 1, &plan.renames[0].label, Status::Blocked)];
+        let plan = tracker.resync(&late, &s, now + Duration::from_secs(5));
+        assert_eq!(plan, Plan::default());
+        assert_eq!(tracker.tabs["w1:t1"].base, "api");
+        assert_eq!(tracker.tabs["w1:t1"].written.as_deref(), Some("🔴 api"));
+    }
+
+    #[test]
+    fn closed_tabs_are_dropped() {
+        let s = settings();
+        let now = Instant::now();
+        let mut tracker = Tracker::default();
+        tracker.resync(&[tab("w1:t1", 1, "a", Status::Idle), tab("w1:t2", 2, "b", Status::Idle)], &s, now);
+        let plan = tracker.resync(&[tab("w1:t2", 1, "b", Status::Idle)], &s, now);
+        assert_eq!(plan.notes, [Note::Dropped { tab_id: "w1:t1".into() }]);
+        assert_eq!(tracker.tabs.keys().collect::<Vec<_>>(), ["w1:t2"]);
+    }
+
+    #[test]
+    fn auto_named_tabs_are_skipped_by_default() {
+        let s = settings();
+        let mut tracker = Tracker::default();
+        let plan = tracker.resync(&[tab("w1:t1", 1, "1", Status::Blocked)], &s, Instant::now());
+        assert!(plan.renames.is_empty());
+        assert!(tracker.tabs.is_empty());
+    }
+
+    #[test]
+    fn auto_named_tabs_follow_their_position_when_included() {
+        let mut s = settings();
+        s.include_auto_named = true;
+        let now = Instant::now();
+        let mut tracker = Tracker::default();
+        let mut tabs = vec![tab("w1:t1", 1, "custom", Status::Idle), tab("w1:t2", 2, "2", Status::Blocked)];
+        let plan = tracker.resync(&tabs, &s, now);
+        assert_eq!(renames(&plan), [("w1:t2", "🔴 2")]);
+        apply(&mut tracker, &mut tabs, &plan.renames);
+        // The first tab closes: the auto-named one is now number 1.
+        let mut tabs = vec![Tab { number: 1, ..tabs[1].clone() }];
+        let plan = tracker.resync(&tabs, &s, now);
+        assert_eq!(renames(&plan), [("w1:t2", "🔴 1")]);
+        apply(&mut tracker, &mut tabs, &plan.renames);
+        // Idle again: the plain position, and it keeps following moves.
+        tabs[0].status = Status::Idle;
+        let plan = tracker.resync(&tabs, &s, now);
+        assert_eq!(renames(&plan), [("w1:t2", "1")]);
+        apply(&mut tracker, &mut tabs, &plan.renames);
+        tabs[0].number = 3;
+        let plan = tracker.resync(&tabs, &s, now);
+        assert_eq!(renames(&plan), [("w1:t2", "3")]);
+        apply(&mut tracker, &mut tabs, &plan.renames);
+        // A user names it: now a custom tab.
+        tabs[0].label = "notes".into();
+        tabs[0].status = Status::Blocked;
+        let plan = tracker.resync(&tabs, &s, now);
+        assert_eq!(renames(&plan), [("w1:t2", "🔴 notes")]);
+        assert!(!tracker.tabs["w1:t2"].auto_named);
+    }
+
+    #[test]
+    fn switching_auto_named_off_gives_the_number_back() {
+        let mut s = settings();
+        s.include_auto_named = true;
+        let now = Instant::now();
+        let mut tracker = Tracker::default();
+        let mut tabs = vec![tab("w1:t1", 1, "1", Status::Blocked)];
+        let plan = tracker.resync(&tabs, &s, now);
+        apply(&mut tracker, &mut tabs, &plan.renames);
+        assert_eq!(tabs[0].label, "🔴 1");
+        s.include_auto_named = false;
+        let plan = tracker.resync(&tabs, &s, now);
+        assert_eq!(renames(&plan), [("w1:t1", "1")]);
+        assert!(tracker.tabs.is_empty());
+    }
+
+    #[test]
+    fn a_hostile_renamer_gets_three_exchanges_then_a_cooldown() {
+        let s = settings();
+        let t0 = Instant::now();
+        let mut tracker = Tracker::default();
+        let mut tabs = vec![tab("w1:t1", 1, "api", Status::Blocked)];
+        let mut own_renames = 0;
+        let mut now = t0;
+        for _ in 0..10 {
+            let plan = tracker.resync(&tabs, &s, now);
+            own_renames += plan.renames.len();
+            apply(&mut tracker, &mut tabs, &plan.renames);
+            // The other plugin takes its name back 50 ms later.
+            now += Duration::from_millis(50);
+            tabs[0].label = "api".into();
+            now += Duration::from_millis(100);
+        }
+        assert_eq!(own_renames, 3);
+        assert!(tracker.tabs["w1:t1"].fight.cooling_down(now));
+        assert_eq!(tabs[0].label, "api");
+        let end = tracker.next_cooldown_end(now).unwrap();
+        assert_eq!(tracker.resync(&tabs, &s, end - Duration::from_millis(1)).renames, []);
+        assert_eq!(renames(&tracker.resync(&tabs, &s, end)), [("w1:t1", "🔴 api")]);
+    }
+
+    #[test]
+    fn restore_gives_back_the_base_or_keeps_a_later_name() {
+        let mut s = settings();
+        s.include_auto_named = true;
+        let now = Instant::now();
+        let mut tracker = Tracker::default();
+        let mut tabs = vec![
+            tab("w1:t1", 1, "api", Status::Blocked),
+            tab("w1:t2", 2, "docs", Status::Blocked),
+            tab("w1:t3", 3, "3", Status::Blocked),
+            tab("w1:t4", 4, "🔵 stray", Status::Idle),
+        ];
+        let plan = tracker.resync(&tabs, &s, now);
+        apply(&mut tracker, &mut tabs, &plan.renames);
+        // A tab cowbell does not know, left with an icon by a crash.
+        tracker.tabs.remove("w1:t4");
+        tabs[3].label = "🔵 stray".into();
+        tabs[1].label = "🟡 theirs".into();
+        tabs[2].number = 2;
+        let plan = tracker.restore_plan(&tabs, &s.labeler, false, now);
+        assert_eq!(
+            plan.iter().map(|r| (r.tab_id.as_str(), r.label.as_str())).collect::<Vec<_>>(),
+            [("w1:t1", "api"), ("w1:t2", "theirs"), ("w1:t3", "2")]
+        );
+        let plan = tracker.restore_plan(&tabs, &s.labeler, true, now);
+        assert_eq!(plan.last().unwrap(), &Rename { tab_id: "w1:t4".into(), label: "stray".into() });
+    }
+
+    #[test]
+    fn the_spinner_turns_only_working_tabs_and_sleeps_otherwise() {
+        let mut s = settings();
+        s.spinner = true;
+        let now = Instant::now();
+        let mut tracker = Tracker::default();
+        let mut tabs = vec![tab("w1:t1", 1, "a", Status::Working), tab("w1:t2", 2, "b", Status::Blocked)];
+        let plan = tracker.resync(&tabs, &s, now);
+        apply(&mut tracker, &mut tabs, &plan.renames);
+        assert_eq!(tabs[0].label, s.labeler.spinner_label(0, "a"));
+        assert!(tracker.spinning(&s, now));
+        let tick = tracker.spinner_tick(&s, now);
+        assert_eq!(tick, [Rename { tab_id: "w1:t1".into(), label: s.labeler.spinner_label(1, "a") }]);
+        apply(&mut tracker, &mut tabs, &tick);
+        // Spinner frames are not own renames for the fight rules.
+        assert_eq!(tracker.tabs["w1:t1"].fight.last_own_rename, Some(now));
+        // A user rename in the middle of spinning becomes the base.
+        tabs[0].label = "renamed".into();
+        let plan = tracker.resync(&tabs, &s, now + Duration::from_secs(60));
+        assert_eq!(renames(&plan), [("w1:t1", s.labeler.spinner_label(1, "renamed").as_str())]);
+        apply(&mut tracker, &mut tabs, &plan.renames);
+        tabs[0].status = Status::Idle;
+        tracker.resync(&tabs, &s, now);
+        assert!(!tracker.spinning(&s, now));
+    }
+}

@@ -1,0 +1,119 @@
+//! Signals as one more readable fd: the self-pipe.
+//!
+//! The handler does the least a handler may: it saves `errno`, sets the flag
+//! of its signal, writes one byte to a non-blocking pipe and restores
+//! `errno`. The poll loop wakes on the pipe, drains it, then reads and
+//! clears the flags, and acts outside any handler.
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+
+use crate::sys;
+
+/// What a signal asks of the daemon.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Request {
+    /// SIGTERM or SIGINT: restore every tab name, then exit.
+    StopAndRestore,
+    /// SIGUSR1: another daemon takes over; exit without touching names.
+    Handover,
+    /// SIGHUP: read the configuration again and resync.
+    Reload,
+}
+
+const WATCHED: [(libc::c_int, Request); 4] = [
+    (libc::SIGTERM, Request::StopAndRestore),
+    (libc::SIGINT, Request::StopAndRestore),
+    (libc::SIGUSR1, Request::Handover),
+    (libc::SIGHUP, Request::Reload),
+];
+
+static PIPE_WRITE_FD: AtomicI32 = AtomicI32::new(-1);
+static PENDING: [AtomicBool; 4] = [
+    AtomicBool::new(false),
+    AtomicBool::new(false),
+    AtomicBool::new(false),
+    AtomicBool::new(false),
+];
+
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn errno_location() -> *mut libc::c_int {
+    // SAFETY: returns the calling thread's errno slot; always valid.
+    unsafe { libc::__errno_location() }
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn errno_location() -> *mut libc::c_int {
+    // SAFETY: returns the calling thread's errno slot; always valid.
+    unsafe { libc::__error() }
+}
+
+extern "C" fn on_signal(signal: libc::c_int) {
+    // SAFETY: reading and writing this thread's errno slot is
+    // async-signal-safe; we put back what the interrupted code had.
+    let saved_errno = unsafe { *errno_location() };
+    for (index, (watched, _)) in WATCHED.iter().enumerate() {
+        if *watched == signal {
+            PENDING[index].store(true, Ordering::SeqCst);
+        }
+    }
+    let fd = PIPE_WRITE_FD.load(Ordering::SeqCst);
+    if fd >= 0 {
+        let byte = 1u8;
+        // SAFETY: write(2) is async-signal-safe; the fd is non-blocking, so a
+        // full pipe just drops the byte, and a wake-up is already pending.
+        unsafe { libc::write(fd, &byte as *const u8 as *const libc::c_void, 1) };
+    }
+    // SAFETY: as above.
+    unsafe { *errno_location() = saved_errno };
+}
+
+/// The read end of the self-pipe, and the owner of the handlers.
+pub struct Signals {
+    read: File,
+    // Kept open for the process's life: the handler writes to it.
+    _write: OwnedFd,
+}
+
+impl Signals {
+    /// Installs the handlers. Call once, before the loop starts.
+    pub fn install() -> io::Result<Signals> {
+        let (read, write) = sys::pipe_nonblocking()?;
+        PIPE_WRITE_FD.store(write.as_raw_fd(), Ordering::SeqCst);
+        for (signal, _) in WATCHED {
+            // SAFETY: sigaction is plain data; all-zero is a valid start.
+            let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
+            action.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            action.sa_flags = libc::SA_RESTART;
+            // SAFETY: the mask pointer is valid; on_signal only does
+            // async-signal-safe work.
+            unsafe {
+                libc::sigemptyset(&mut action.sa_mask);
+                if libc::sigaction(signal, &action, std::ptr::null_mut()) == -1 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+        }
+        Ok(Signals { read: File::from(read), _write: write })
+    }
+
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.read.as_fd()
+    }
+
+    /// Empties the pipe, then takes the flags: a signal that lands between
+    /// the two is seen now or wakes the next poll, never lost.
+    pub fn take(&self) -> Vec<Request> {
+        let mut buffer = [0u8; 64];
+        while matches!((&self.read).read(&mut buffer), Ok(n) if n > 0) {}
+        let mut requests = Vec::new();
+        for (index, (_, request)) in WATCHED.iter().enumerate() {
+            if PENDING[index].swap(false, Ordering::SeqCst) && !requests.contains(request) {
+                requests.push(*request);
+            }
+        }
+        requests
+    }
+}

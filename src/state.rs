@@ -1,0 +1,318 @@
+//! state.json: what cowbell remembers about one server's tabs between runs.
+//!
+//! Per tab: the base (the real name), the last label cowbell wrote, the
+//! label it last saw, whether herdr named the tab by position, and the fight
+//! history; plus the server-wide "off" flag. The file is versioned, written
+//! only when its text changed, and replaced atomically. A missing file is
+//! an empty state; a corrupt or unknown-version one is moved aside as
+//! `state.json.corrupt-<unix time>` and cowbell starts empty.
+//!
+//! Times are stored as wall-clock milliseconds, because monotonic instants
+//! mean nothing to the next process. On load they become instants again; a
+//! clock that jumped is clamped, so a cool-down never lasts longer than the
+//! longest cool-down the rules allow.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use miniserde::{Deserialize, Serialize, json};
+
+use crate::fights::{FightRecord, Timing};
+use crate::files;
+use crate::resync::{TabRecord, Tracker};
+
+pub const VERSION: u64 = 1;
+
+/// Far more than 1000 tabs need; a larger file is not ours.
+const MAX_STATE_BYTES: u64 = 8 << 20;
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct TabEntry {
+    pub base: String,
+    pub written: Option<String>,
+    pub seen: Option<String>,
+    pub auto_named: bool,
+    pub fights_ms: Vec<u64>,
+    pub last_own_rename_ms: Option<u64>,
+    pub cooldown_until_ms: Option<u64>,
+    pub last_cooldown_end_ms: Option<u64>,
+    pub last_cooldown_ms: Option<u64>,
+    pub cooldown_level: u32,
+}
+
+#[derive(Serialize, Deserialize)]
+struct StateFile {
+    version: u64,
+    off: bool,
+    tabs: BTreeMap<String, TabEntry>,
+}
+
+#[derive(Deserialize)]
+struct VersionOnly {
+    version: Option<u64>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct State {
+    pub off: bool,
+    pub tabs: BTreeMap<String, TabEntry>,
+}
+
+pub fn encode(state: &State) -> String {
+    let file = StateFile { version: VERSION, off: state.off, tabs: state.tabs.clone() };
+    json::to_string(&file)
+}
+
+pub fn decode(text: &str) -> Result<State, String> {
+    match json::from_str::<StateFile>(text) {
+        Ok(file) if file.version == VERSION => Ok(State { off: file.off, tabs: file.tabs }),
+        Ok(file) => Err(format!("unknown format version {}", file.version)),
+        Err(_) => match json::from_str::<VersionOnly>(text) {
+            Ok(VersionOnly { version: Some(v) }) if v != VERSION => Err(format!("unknown format version {v}")),
+            _ => Err(match crate::json_check::locate_error(text) {
+                Some(error) => format!("not JSON: line {}, column {}: {}", error.line, error.column, error.what),
+                None => "not a cowbell state file (wrong fields or types)".to_string(),
+            }),
+        },
+    }
+}
+
+/// Reads state.json. Problems come back as warnings for the log; the state
+/// is then empty, and a corrupt file has been moved aside.
+pub fn load(path: &Path, now_unix_secs: u64) -> (State, Option<String>) {
+    let problem = match files::read_capped(path, MAX_STATE_BYTES) {
+        Ok(None) => return (State::default(), None),
+        Ok(Some(bytes)) => match std::str::from_utf8(&bytes) {
+            Ok(text) => match decode(text) {
+                Ok(state) => return (state, None),
+                Err(why) => why,
+            },
+            Err(_) => "not UTF-8".to_string(),
+        },
+        Err(error) if error.kind() == io::ErrorKind::InvalidData => error.to_string(),
+        Err(error) => {
+            // Unreadable (permissions, a symlink): leave it where it is.
+            return (State::default(), Some(format!("cannot read {}: {error}; starting empty", path.display())));
+        }
+    };
+    let aside = corrupt_name(path, now_unix_secs);
+    let moved = match std::fs::rename(path, &aside) {
+        Ok(()) => format!("moved aside to {}", aside.display()),
+        Err(error) => format!("could not move it aside: {error}"),
+    };
+    (State::default(), Some(format!("{} is corrupt ({problem}); {moved}; starting empty", path.display())))
+}
+
+fn corrupt_name(path: &Path, now_unix_secs: u64) -> PathBuf {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("state.json");
+    path.with_file_name(format!("{name}.corrupt-{now_unix_secs}"))
+}
+
+/// Writes the state unless `last_saved` already holds the same text.
+/// Returns whether it wrote.
+pub fn save(path: &Path, state: &State, last_saved: &mut Option<String>) -> io::Result<bool> {
+    let text = encode(state);
+    if last_saved.as_deref() == Some(text.as_str()) {
+        return Ok(false);
+    }
+    if let Some(dir) = path.parent() {
+        files::ensure_private_dir(dir)?;
+    }
+    files::write_atomically(path, text.as_bytes())?;
+    *last_saved = Some(text);
+    Ok(true)
+}
+
+/// One reading of both clocks, so every conversion in a save or load
+/// agrees.
+#[derive(Clone, Copy, Debug)]
+pub struct Clock {
+    pub mono: Instant,
+    pub wall_ms: u64,
+}
+
+impl Clock {
+    pub fn now() -> Clock {
+        let wall_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+        Clock { mono: Instant::now(), wall_ms }
+    }
+
+    fn to_wall(self, at: Instant) -> u64 {
+        if at >= self.mono {
+            self.wall_ms.saturating_add(at.duration_since(self.mono).as_millis() as u64)
+        } else {
+            self.wall_ms.saturating_sub(self.mono.duration_since(at).as_millis() as u64)
+        }
+    }
+
+    /// A stored past moment as an instant, clamped to now if the clock went
+    /// back; `None` when it is older than the monotonic clock can express.
+    fn past(self, wall_ms: u64) -> Option<Instant> {
+        if wall_ms >= self.wall_ms {
+            Some(self.mono)
+        } else {
+            self.mono.checked_sub(Duration::from_millis(self.wall_ms - wall_ms))
+        }
+    }
+
+    /// A stored future moment, no further away than `limit`.
+    fn future(self, wall_ms: u64, limit: Duration) -> Option<Instant> {
+        if wall_ms >= self.wall_ms {
+            Some(self.mono + Duration::from_millis(wall_ms - self.wall_ms).min(limit))
+        } else {
+            self.past(wall_ms)
+        }
+    }
+}
+
+pub fn to_tracker(state: &State, clock: Clock, timing: &Timing) -> Tracker {
+    let mut tracker = Tracker::default();
+    for (tab_id, entry) in &state.tabs {
+        let fight = FightRecord {
+            last_own_rename: entry.last_own_rename_ms.and_then(|ms| clock.past(ms)),
+            fights: entry.fights_ms.iter().filter_map(|ms| clock.past(*ms)).collect(),
+            cooldown_until: entry.cooldown_until_ms.and_then(|ms| clock.future(ms, timing.max_cooldown)),
+            last_cooldown: match (entry.last_cooldown_end_ms, entry.last_cooldown_ms) {
+                (Some(end), Some(length)) => clock
+                    .future(end, timing.max_cooldown)
+                    .map(|end| (end, Duration::from_millis(length).min(timing.max_cooldown))),
+                _ => None,
+            },
+            level: entry.cooldown_level.min(16),
+        };
+        let record = TabRecord {
+            base: entry.base.clone(),
+            written: entry.written.clone(),
+            seen: entry.seen.clone().or_else(|| entry.written.clone()).unwrap_or_else(|| entry.base.clone()),
+            auto_named: entry.auto_named,
+            fight,
+            ..TabRecord::default()
+        };
+        tracker.tabs.insert(tab_id.clone(), record);
+    }
+    tracker
+}
+
+pub fn from_tracker(tracker: &Tracker, off: bool, clock: Clock) -> State {
+    let tabs = tracker
+        .tabs
+        .iter()
+        .map(|(tab_id, record)| {
+            let fight = &record.fight;
+            let entry = TabEntry {
+                base: record.base.clone(),
+                written: record.written.clone(),
+                seen: Some(record.seen.clone()),
+                auto_named: record.auto_named,
+                fights_ms: fight.fights.iter().map(|at| clock.to_wall(*at)).collect(),
+                last_own_rename_ms: fight.last_own_rename.map(|at| clock.to_wall(at)),
+                cooldown_until_ms: fight.cooldown_until.map(|at| clock.to_wall(at)),
+                last_cooldown_end_ms: fight.last_cooldown.map(|(end, _)| clock.to_wall(end)),
+                last_cooldown_ms: fight.last_cooldown.map(|(_, length)| length.as_millis() as u64),
+                cooldown_level: fight.level,
+            };
+            (tab_id.clone(), entry)
+        })
+        .collect();
+    State { off, tabs }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::files::tests::TempDir;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn sample() -> State {
+        let mut state = State { off: true, ..State::default() };
+        state.tabs.insert(
+            "w1:t1".into(),
+            TabEntry {
+                base: "api \"quoted\" 🔴".into(),
+                written: Some("🔴 api".into()),
+                seen: Some("🔴 api".into()),
+                fights_ms: vec![1, 2],
+                cooldown_until_ms: Some(5),
+                cooldown_level: 2,
+                ..<TabEntry as Default>::default()
+            },
+        );
+        state.tabs.insert("w1:t2".into(), TabEntry { base: "2".into(), auto_named: true, ..<TabEntry as Default>::default() });
+        state
+    }
+
+    #[test]
+    fn round_trip_and_write_only_on_change() {
+        let temp = TempDir::new("state");
+        let path = temp.0.join("server/state.json");
+        let mut last = None;
+        assert!(save(&path, &sample(), &mut last).unwrap());
+        assert!(!save(&path, &sample(), &mut last).unwrap(), "unchanged state is not written");
+        assert_eq!(load(&path, 0), (sample(), None));
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let dir_mode = std::fs::metadata(path.parent().unwrap()).unwrap().permissions().mode() & 0o777;
+        assert_eq!(dir_mode, 0o700);
+    }
+
+    #[test]
+    fn a_missing_file_is_an_empty_state() {
+        let temp = TempDir::new("missing");
+        assert_eq!(load(&temp.0.join("state.json"), 0), (State::default(), None));
+    }
+
+    #[test]
+    fn every_kind_of_corruption_is_moved_aside() {
+        let good = encode(&sample());
+        let cases: Vec<(&str, Vec<u8>)> = vec![
+            ("truncated", good.as_bytes()[..good.len() / 2].to_vec()),
+            ("empty", Vec::new()),
+            ("not json", b"hello".to_vec()),
+            ("wrong types", br#"{"version":1,"off":"yes","tabs":{}}"#.to_vec()),
+            ("future version", br#"{"version":99,"off":false,"tabs":{},"new":1}"#.to_vec()),
+            ("not utf-8", b"{\"version\":1,\xff}".to_vec()),
+            ("huge", vec![b' '; (MAX_STATE_BYTES + 1) as usize]),
+        ];
+        for (what, bytes) in cases {
+            let temp = TempDir::new("corrupt");
+            let path = temp.0.join("state.json");
+            std::fs::write(&path, &bytes).unwrap();
+            let (state, warning) = load(&path, 1234);
+            assert_eq!(state, State::default(), "{what}");
+            let warning = warning.unwrap_or_else(|| panic!("{what}: no warning"));
+            assert!(warning.contains("corrupt") && warning.contains("corrupt-1234"), "{what}: {warning}");
+            assert!(!path.exists(), "{what}");
+            assert_eq!(std::fs::read(temp.0.join("state.json.corrupt-1234")).unwrap(), bytes, "{what}");
+        }
+    }
+
+    #[test]
+    fn future_versions_are_named_in_the_warning() {
+        assert_eq!(decode(r#"{"version":7}"#), Err("unknown format version 7".to_string()));
+    }
+
+    #[test]
+    fn times_survive_a_restart_and_a_jumped_clock_is_clamped() {
+        let timing = Timing::REAL;
+        let before = Clock::now();
+        let mut tracker = Tracker::default();
+        let mut record = TabRecord { base: "api".into(), seen: "🔴 api".into(), ..TabRecord::default() };
+        record.fight.cooldown_until = Some(before.mono + Duration::from_secs(60));
+        record.fight.fights = vec![before.mono];
+        tracker.tabs.insert("w1:t1".into(), record);
+        let state = from_tracker(&tracker, false, before);
+        // Read back by a process started 10 s later.
+        let later = Clock { mono: before.mono + Duration::from_secs(10), wall_ms: before.wall_ms + 10_000 };
+        let restored = to_tracker(&state, later, &timing);
+        let until = restored.tabs["w1:t1"].fight.cooldown_until.unwrap();
+        assert_eq!(until.duration_since(later.mono), Duration::from_secs(50));
+        // The wall clock jumped back a day: no cool-down of a day.
+        let jumped = Clock { mono: later.mono, wall_ms: before.wall_ms - 86_400_000 };
+        let restored = to_tracker(&state, jumped, &timing);
+        let until = restored.tabs["w1:t1"].fight.cooldown_until.unwrap();
+        assert!(until.duration_since(jumped.mono) <= timing.max_cooldown);
+        assert_eq!(restored.tabs["w1:t1"].fight.fights, vec![jumped.mono]);
+    }
+}

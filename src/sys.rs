@@ -1,0 +1,199 @@
+//! The system calls std does not offer, behind safe functions.
+//!
+//! Every `unsafe` block of cowbell except the signal handler lives here: a
+//! non-blocking Unix socket connect, `poll(2)`, `flock(2)`, the pieces of
+//! detaching (fork, setsid, dup2) and `kill(2)`. Each returns `io::Result`,
+//! with `cvt` turning `-1` into the `errno` error, and owns its fds as
+//! `OwnedFd` so nothing is closed twice or leaked across `exec`.
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+use std::os::fd::RawFd;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+
+/// Turns the C convention (`-1` and `errno`) into an `io::Result`.
+fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
+    if ret == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+/// A pipe whose both ends are non-blocking and close-on-exec.
+pub fn pipe_nonblocking() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as libc::c_int; 2];
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        // SAFETY: `fds` is a valid array of two ints for pipe2 to fill.
+        cvt(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) })?;
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    {
+        // SAFETY: `fds` is a valid array of two ints for pipe to fill.
+        cvt(unsafe { libc::pipe(fds.as_mut_ptr()) })?;
+    }
+    // SAFETY: pipe just returned two fresh fds that nothing else owns.
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    for fd in [&read, &write] {
+        set_cloexec(std::os::fd::AsFd::as_fd(fd))?;
+        set_nonblocking(fd.as_raw_fd())?;
+    }
+    Ok((read, write))
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn set_cloexec(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: F_SETFD on a valid fd touches only that fd's flags.
+    cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC) })?;
+    Ok(())
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn set_nonblocking(fd: RawFd) -> io::Result<()> {
+    // SAFETY: F_GETFL/F_SETFL on a valid fd read and set its status flags.
+    let flags = cvt(unsafe { libc::fcntl(fd, libc::F_GETFL) })?;
+    // SAFETY: as above.
+    cvt(unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) })?;
+    Ok(())
+}
+
+/// Starts a connection to a Unix socket without ever blocking.
+///
+/// std's `UnixStream::connect` blocks when the server's backlog is full,
+/// which a hung herdr could make last for ever. A Unix socket connect either
+/// completes at once or fails (`EAGAIN` for a full backlog), so the result
+/// is a connected, non-blocking stream or an error.
+pub fn connect_unix(path: &Path) -> io::Result<UnixStream> {
+    let bytes = path.as_os_str().as_bytes();
+    // SAFETY: sockaddr_un is plain old data; all-zero is a valid value.
+    let mut address: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    if bytes.len() >= address.sun_path.len() || bytes.contains(&0) {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "socket path too long"));
+    }
+    address.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    for (slot, byte) in address.sun_path.iter_mut().zip(bytes) {
+        *slot = *byte as libc::c_char;
+    }
+    let fd = new_stream_socket()?;
+    let length = (std::mem::size_of::<libc::sa_family_t>() + bytes.len() + 1) as libc::socklen_t;
+    // SAFETY: `address` is an initialised sockaddr_un and `length` is within it.
+    let ret = unsafe {
+        libc::connect(
+            fd.as_raw_fd(),
+            &address as *const libc::sockaddr_un as *const libc::sockaddr,
+            length,
+        )
+    };
+    if ret == -1 {
+        let error = io::Error::last_os_error();
+        if error.raw_os_error() != Some(libc::EINPROGRESS) {
+            return Err(error);
+        }
+    }
+    Ok(UnixStream::from(fd))
+}
+
+fn new_stream_socket() -> io::Result<OwnedFd> {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        let kind = libc::SOCK_STREAM | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK;
+        // SAFETY: socket takes no pointers; a non-negative result is a new fd we own.
+        let raw = cvt(unsafe { libc::socket(libc::AF_UNIX, kind, 0) })?;
+        // SAFETY: `raw` was just created and is owned by nobody else.
+        Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    {
+        // SAFETY: socket takes no pointers; a non-negative result is a new fd we own.
+        let raw = cvt(unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0) })?;
+        // SAFETY: `raw` was just created and is owned by nobody else.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        set_cloexec(std::os::fd::AsFd::as_fd(&fd))?;
+        set_nonblocking(fd.as_raw_fd())?;
+        Ok(fd)
+    }
+}
+
+/// What `poll` reported for one fd.
+pub const READABLE: libc::c_short = libc::POLLIN;
+pub const WRITABLE: libc::c_short = libc::POLLOUT;
+
+/// One entry of a poll set.
+pub fn poll_entry(fd: BorrowedFd<'_>, events: libc::c_short) -> libc::pollfd {
+    libc::pollfd { fd: fd.as_raw_fd(), events, revents: 0 }
+}
+
+/// `poll(2)`; an interrupted wait counts as "nothing happened".
+pub fn poll(entries: &mut [libc::pollfd], timeout_ms: libc::c_int) -> io::Result<usize> {
+    // SAFETY: the pointer and length describe the caller's live slice.
+    let ret = unsafe { libc::poll(entries.as_mut_ptr(), entries.len() as libc::nfds_t, timeout_ms) };
+    match cvt(ret) {
+        Ok(n) => Ok(n as usize),
+        Err(error) if error.kind() == io::ErrorKind::Interrupted => Ok(0),
+        Err(error) => Err(error),
+    }
+}
+
+/// Tries to take an exclusive `flock` without waiting: `Ok(false)` when
+/// another open file description holds it.
+pub fn try_lock_exclusive(fd: BorrowedFd<'_>) -> io::Result<bool> {
+    loop {
+        // SAFETY: flock takes no pointers and only affects this fd's lock.
+        match cvt(unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) }) {
+            Ok(_) => return Ok(true),
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+            Err(error) => return Err(error),
+        }
+    }
+}
+
+pub enum Forked {
+    Parent,
+    Child,
+}
+
+/// `fork(2)`. Only called before the daemon has any thread but the main one.
+pub fn fork() -> io::Result<Forked> {
+    // SAFETY: cowbell is single-threaded when it forks, so the child starts
+    // with a consistent copy of every lock and allocator state.
+    match cvt(unsafe { libc::fork() })? {
+        0 => Ok(Forked::Child),
+        _ => Ok(Forked::Parent),
+    }
+}
+
+/// Leaves the launching hook's session and process group.
+pub fn setsid() -> io::Result<()> {
+    // SAFETY: setsid takes no arguments.
+    cvt(unsafe { libc::setsid() })?;
+    Ok(())
+}
+
+/// Points fd 0, 1 and 2 at `target`, so that the pipes herdr reads to end
+/// of file are closed in the daemon.
+pub fn redirect_stdio(target: BorrowedFd<'_>) -> io::Result<()> {
+    for standard in 0..3 {
+        // SAFETY: dup2 onto 0..2 replaces those descriptors atomically; the
+        // process owns its standard descriptors.
+        cvt(unsafe { libc::dup2(target.as_raw_fd(), standard) })?;
+    }
+    Ok(())
+}
+
+/// Sends `signal` to `pid`.
+pub fn kill(pid: u32, signal: libc::c_int) -> io::Result<()> {
+    let pid = libc::pid_t::try_from(pid)
+        .ok()
+        .filter(|pid| *pid > 1)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a process id"))?;
+    // SAFETY: kill takes no pointers.
+    cvt(unsafe { libc::kill(pid, signal) })?;
+    Ok(())
+}
+
