@@ -1,7 +1,5 @@
 //! The command line: a pure parse into `Command`, and the help texts.
 
-
-
 #[derive(Clone, Debug, PartialEq)]
 pub enum Command {
     Daemon { replace: bool, foreground: bool },
@@ -64,7 +62,8 @@ Starts the daemon if none runs for this server and cowbell is not off;
 otherwise does nothing. Silent on success.
 ";
 
-const HELP_ON: &str = "Usage: cowbell on\n\nClears the off flag and starts (or replaces) the daemon.\n";
+const HELP_ON: &str =
+    "Usage: cowbell on\n\nClears the off flag and starts (or replaces) the daemon.\n";
 const HELP_OFF: &str = "\
 Usage: cowbell off
 
@@ -84,7 +83,8 @@ Shows whether the daemon runs, the socket and whether herdr answers, on or off,
 configuration problems, and per tab: base, current label, status, cool-down.
 ";
 const HELP_SYNC: &str = "Usage: cowbell sync\n\nOne resync in the foreground, then exit.\n";
-const HELP_PRESETS: &str = "Usage: cowbell presets\n\nShows every icon preset as a sample tab bar.\n";
+const HELP_PRESETS: &str =
+    "Usage: cowbell presets\n\nShows every icon preset as a sample tab bar.\n";
 const HELP_CONFIG: &str = "\
 Usage: cowbell config check
 
@@ -106,7 +106,9 @@ pub fn parse_from_env() -> Result<Command, UsageError> {
 }
 
 #[cfg(test)]
-pub fn parse_args<I: IntoIterator<Item = std::ffi::OsString>>(args: I) -> Result<Command, UsageError> {
+pub fn parse_args<I: IntoIterator<Item = std::ffi::OsString>>(
+    args: I,
+) -> Result<Command, UsageError> {
     parse(lexopt::Parser::from_args(args))
 }
 
@@ -132,7 +134,10 @@ fn parse(mut parser: lexopt::Parser) -> Result<Command, UsageError> {
                     other => return Err(other.unexpected().into()),
                 }
             }
-            Ok(Command::Daemon { replace, foreground })
+            Ok(Command::Daemon {
+                replace,
+                foreground,
+            })
         }
         "status" => {
             let mut json = false;
@@ -146,10 +151,17 @@ fn parse(mut parser: lexopt::Parser) -> Result<Command, UsageError> {
             Ok(Command::Status { json })
         }
         "config" => match parser.next()? {
-            Some(Value(sub)) if sub == "check" => no_more(parser, Command::ConfigCheck, HELP_CONFIG),
+            Some(Value(sub)) if sub == "check" => {
+                no_more(parser, Command::ConfigCheck, HELP_CONFIG)
+            }
             Some(Short('h') | Long("help")) => Ok(Command::Help(HELP_CONFIG)),
-            Some(other) => Err(UsageError(format!("{}; the config command has one subcommand: check", other.unexpected()))),
-            None => Err(UsageError("config: missing subcommand; try `cowbell config check`".into())),
+            Some(other) => Err(UsageError(format!(
+                "{}; the config command has one subcommand: check",
+                other.unexpected()
+            ))),
+            None => Err(UsageError(
+                "config: missing subcommand; try `cowbell config check`".into(),
+            )),
         },
         "watchdog" => no_more(parser, Command::Watchdog, HELP_WATCHDOG),
         "on" => no_more(parser, Command::On, HELP_ON),
@@ -159,12 +171,18 @@ fn parse(mut parser: lexopt::Parser) -> Result<Command, UsageError> {
         "presets" => no_more(parser, Command::Presets, HELP_PRESETS),
         "help" => no_more(parser, Command::Help(HELP), HELP),
         "version" => no_more(parser, Command::Version, HELP),
-        other => Err(UsageError(format!("unknown command {other:?}; try `cowbell --help`"))),
+        other => Err(UsageError(format!(
+            "unknown command {other:?}; try `cowbell --help`"
+        ))),
     }
 }
 
 /// A command without options still answers `--help`.
-fn no_more(mut parser: lexopt::Parser, command: Command, help: &'static str) -> Result<Command, UsageError> {
+fn no_more(
+    mut parser: lexopt::Parser,
+    command: Command,
+    help: &'static str,
+) -> Result<Command, UsageError> {
     use lexopt::prelude::*;
     match parser.next()? {
         None => Ok(command),
@@ -184,9 +202,27 @@ mod tests {
     #[test]
     fn every_command_parses() {
         let table: &[(&[&str], Command)] = &[
-            (&["daemon"], Command::Daemon { replace: false, foreground: false }),
-            (&["daemon", "--replace"], Command::Daemon { replace: true, foreground: false }),
-            (&["daemon", "--foreground", "--replace"], Command::Daemon { replace: true, foreground: true }),
+            (
+                &["daemon"],
+                Command::Daemon {
+                    replace: false,
+                    foreground: false,
+                },
+            ),
+            (
+                &["daemon", "--replace"],
+                Command::Daemon {
+                    replace: true,
+                    foreground: false,
+                },
+            ),
+            (
+                &["daemon", "--foreground", "--replace"],
+                Command::Daemon {
+                    replace: true,
+                    foreground: true,
+                },
+            ),
             (&["watchdog"], Command::Watchdog),
             (&["on"], Command::On),
             (&["off"], Command::Off),
@@ -229,7 +265,17 @@ mod tests {
 
     #[test]
     fn help_lists_every_command() {
-        for command in ["daemon", "watchdog", "on", "off", "remove-icons", "status", "sync", "presets", "config check"] {
+        for command in [
+            "daemon",
+            "watchdog",
+            "on",
+            "off",
+            "remove-icons",
+            "status",
+            "sync",
+            "presets",
+            "config check",
+        ] {
             assert!(HELP.contains(&format!("\n  {command}")), "{command}");
         }
     }

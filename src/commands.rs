@@ -83,8 +83,13 @@ pub fn off(paths: &Paths, every_tab: bool) -> Result<u8, Error> {
 /// Stops a running daemon (which restores names) and returns the lock, so
 /// no hook can start a new daemon while this command finishes.
 fn stop_daemon(paths: &Paths) -> Result<Lock, Error> {
-    let signalled = daemon::signal_daemon(paths, libc::SIGTERM).map_err(Error::io("stopping the daemon"))?;
-    let wait = if signalled { daemon::STOP_WAIT } else { daemon::HANDOVER_WAIT };
+    let signalled =
+        daemon::signal_daemon(paths, libc::SIGTERM).map_err(Error::io("stopping the daemon"))?;
+    let wait = if signalled {
+        daemon::STOP_WAIT
+    } else {
+        daemon::HANDOVER_WAIT
+    };
     match daemon::wait_for_lock(paths, wait).map_err(Error::io("locking the pidfile"))? {
         Some(lock) => Ok(lock),
         None => Err(Error::Io {
@@ -111,7 +116,11 @@ fn restore_from_state(paths: &Paths, every_tab: bool) -> Result<usize, Error> {
     let mut failed: Vec<&str> = Vec::new();
     let mut first_error = None;
     for rename in &renames {
-        match herdr::call(&paths.socket, "tab.rename", &herdr::rename_params(&rename.tab_id, &rename.label)) {
+        match herdr::call(
+            &paths.socket,
+            "tab.rename",
+            &herdr::rename_params(&rename.tab_id, &rename.label),
+        ) {
             Ok(_) => restored += 1,
             Err(error) => {
                 eprintln!("cowbell: restoring {}: {error}", rename.tab_id);
@@ -136,7 +145,8 @@ pub fn sync(paths: &Paths) -> Result<u8, Error> {
         Holder::Free(lock) => lock,
         Holder::Daemon(_) => {
             // The daemon keeps the state; ask it to resync instead.
-            daemon::signal_daemon(paths, libc::SIGHUP).map_err(Error::io("signalling the daemon"))?;
+            daemon::signal_daemon(paths, libc::SIGHUP)
+                .map_err(Error::io("signalling the daemon"))?;
             println!("cowbell: the daemon resyncs");
             return Ok(0);
         }
@@ -163,7 +173,11 @@ pub fn sync(paths: &Paths) -> Result<u8, Error> {
     let plan = tracker.resync(&tabs, &settings, clock.mono);
     let mut failures = 0;
     for rename in &plan.renames {
-        match herdr::call(&paths.socket, "tab.rename", &herdr::rename_params(&rename.tab_id, &rename.label)) {
+        match herdr::call(
+            &paths.socket,
+            "tab.rename",
+            &herdr::rename_params(&rename.tab_id, &rename.label),
+        ) {
             Ok(_) => tracker.confirm(&rename.tab_id, &rename.label),
             Err(error) => {
                 eprintln!("cowbell: renaming {}: {error}", rename.tab_id);
@@ -181,7 +195,10 @@ fn list_tabs(paths: &Paths) -> Result<Vec<Tab>, Error> {
     check_socket(paths)?;
     match herdr::call(&paths.socket, "tab.list", "{}").map_err(Error::herdr(server_what(paths)))? {
         Message::Tabs(infos) => Ok(infos.iter().map(Tab::from_info).collect()),
-        other => Err(Error::Herdr { what: server_what(paths), why: format!("unexpected answer to tab.list: {other:?}") }),
+        other => Err(Error::Herdr {
+            what: server_what(paths),
+            why: format!("unexpected answer to tab.list: {other:?}"),
+        }),
     }
 }
 
@@ -193,10 +210,14 @@ fn server_what(paths: &Paths) -> String {
 fn check_socket(paths: &Paths) -> Result<(), Error> {
     use std::os::unix::fs::FileTypeExt;
     match std::fs::metadata(&paths.socket) {
-        Ok(meta) if !meta.file_type().is_socket() => {
-            Err(Error::Herdr { what: server_what(paths), why: "this path is not a socket".into() })
-        }
-        Err(error) => Err(Error::Herdr { what: server_what(paths), why: format!("{error} (is herdr running?)") }),
+        Ok(meta) if !meta.file_type().is_socket() => Err(Error::Herdr {
+            what: server_what(paths),
+            why: "this path is not a socket".into(),
+        }),
+        Err(error) => Err(Error::Herdr {
+            what: server_what(paths),
+            why: format!("{error} (is herdr running?)"),
+        }),
         Ok(_) => Ok(()),
     }
 }
@@ -205,7 +226,10 @@ fn check_socket(paths: &Paths) -> Result<(), Error> {
 /// (that is the daemon's call).
 fn read_state(paths: &Paths) -> State {
     match files::read_capped(&paths.state_file(), 8 << 20) {
-        Ok(Some(bytes)) => std::str::from_utf8(&bytes).ok().and_then(|t| state::decode(t).ok()).unwrap_or_default(),
+        Ok(Some(bytes)) => std::str::from_utf8(&bytes)
+            .ok()
+            .and_then(|t| state::decode(t).ok())
+            .unwrap_or_default(),
         _ => State::default(),
     }
 }
@@ -213,7 +237,10 @@ fn read_state(paths: &Paths) -> State {
 fn write_state(paths: &Paths, state: &State) -> Result<(), Error> {
     state::save(&paths.state_file(), state, &mut None)
         .map(|_| ())
-        .map_err(Error::io(format!("writing {}", paths.state_file().display())))
+        .map_err(Error::io(format!(
+            "writing {}",
+            paths.state_file().display()
+        )))
 }
 
 #[derive(Serialize)]
@@ -285,11 +312,20 @@ pub fn status(paths: &Paths, as_json: bool) -> Result<u8, Error> {
     };
     let summary = summary_line(&report);
     if std::env::var_os("HERDR_PLUGIN_ACTION_ID").is_some() && report.server_reachable {
-        let _ = herdr::call(&paths.socket, "notification.show", &herdr::notification_params("cowbell", &summary));
+        let _ = herdr::call(
+            &paths.socket,
+            "notification.show",
+            &herdr::notification_params("cowbell", &summary),
+        );
     }
     let mut out = std::io::stdout().lock();
-    let text = if as_json { json::to_string(&report) + "\n" } else { status_text(&report, &summary) };
-    out.write_all(text.as_bytes()).map_err(Error::io("writing to stdout"))?;
+    let text = if as_json {
+        json::to_string(&report) + "\n"
+    } else {
+        status_text(&report, &summary)
+    };
+    out.write_all(text.as_bytes())
+        .map_err(Error::io("writing to stdout"))?;
     Ok(0)
 }
 
@@ -297,7 +333,10 @@ fn list_tabs_raw(paths: &Paths) -> Result<Vec<TabInfo>, Error> {
     check_socket(paths)?;
     match herdr::call(&paths.socket, "tab.list", "{}").map_err(Error::herdr(server_what(paths)))? {
         Message::Tabs(infos) => Ok(infos),
-        other => Err(Error::Herdr { what: server_what(paths), why: format!("unexpected answer: {other:?}") }),
+        other => Err(Error::Herdr {
+            what: server_what(paths),
+            why: format!("unexpected answer: {other:?}"),
+        }),
     }
 }
 
@@ -308,13 +347,23 @@ fn summary_line(report: &StatusReport) -> String {
         (false, false) => "on, daemon not running".to_string(),
     };
     let tracked = report.tabs.iter().filter(|t| t.tracked).count();
-    let cooling = report.tabs.iter().filter(|t| t.cooldown_until.is_some()).count();
-    let mut line = format!("cowbell {daemon}; {tracked} of {} tabs tracked", report.tabs.len());
+    let cooling = report
+        .tabs
+        .iter()
+        .filter(|t| t.cooldown_until.is_some())
+        .count();
+    let mut line = format!(
+        "cowbell {daemon}; {tracked} of {} tabs tracked",
+        report.tabs.len()
+    );
     if cooling > 0 {
         line.push_str(&format!(", {cooling} cooling down"));
     }
     if !report.config_problems.is_empty() {
-        line.push_str(&format!(", {} config problems", report.config_problems.len()));
+        line.push_str(&format!(
+            ", {} config problems",
+            report.config_problems.len()
+        ));
     }
     if !report.server_reachable {
         line.push_str(", herdr unreachable");
@@ -324,20 +373,42 @@ fn summary_line(report: &StatusReport) -> String {
 
 fn status_text(report: &StatusReport, summary: &str) -> String {
     let mut text = format!("{summary}\n");
-    let pid = report.pid.map_or(String::new(), |pid| format!(" (pid {pid})"));
-    text.push_str(&format!("daemon: {}{pid}\n", if report.daemon_running { "running" } else { "not running" }));
+    let pid = report
+        .pid
+        .map_or(String::new(), |pid| format!(" (pid {pid})"));
+    text.push_str(&format!(
+        "daemon: {}{pid}\n",
+        if report.daemon_running {
+            "running"
+        } else {
+            "not running"
+        }
+    ));
     match &report.server_error {
         None => text.push_str(&format!("socket: {} (reachable)\n", report.socket)),
-        Some(error) => text.push_str(&format!("socket: {} (unreachable: {error})\n", report.socket)),
+        Some(error) => text.push_str(&format!(
+            "socket: {} (unreachable: {error})\n",
+            report.socket
+        )),
     }
-    text.push_str(&format!("state: {} ({})\n", report.state_dir, if report.off { "off" } else { "on" }));
+    text.push_str(&format!(
+        "state: {} ({})\n",
+        report.state_dir,
+        if report.off { "off" } else { "on" }
+    ));
     text.push_str(&format!("config: {}\n", report.config_file));
     for problem in &report.config_problems {
         text.push_str(&format!("  problem: {problem}\n"));
     }
     for tab in &report.tabs {
-        let base = tab.base.as_deref().map_or("(not tracked)".to_string(), |b| format!("base {b:?}"));
-        text.push_str(&format!("  {:<8} {:<10} {:?} {base}", tab.tab_id, tab.status, tab.label));
+        let base = tab
+            .base
+            .as_deref()
+            .map_or("(not tracked)".to_string(), |b| format!("base {b:?}"));
+        text.push_str(&format!(
+            "  {:<8} {:<10} {:?} {base}",
+            tab.tab_id, tab.status, tab.label
+        ));
         if tab.fights > 0 {
             text.push_str(&format!(", {} fights", tab.fights));
         }
@@ -360,7 +431,11 @@ pub fn config_check(paths: &Paths) -> Result<u8, Error> {
         eprintln!("{}", problem.message);
     }
     if loaded.has_errors() {
-        let problems = loaded.problems.iter().filter(|p| p.severity == config::Severity::Error).count();
+        let problems = loaded
+            .problems
+            .iter()
+            .filter(|p| p.severity == config::Severity::Error)
+            .count();
         return Err(Error::Config { problems });
     }
     println!("{}", loaded.config.to_json());

@@ -34,7 +34,7 @@ impl Lock {
     fn write_pid(&mut self) -> io::Result<()> {
         self.file.set_len(0)?;
         self.file.seek(SeekFrom::Start(0))?;
-        write!(self.file, "{}\n", std::process::id())?;
+        writeln!(self.file, "{}", std::process::id())?;
         Ok(())
     }
 }
@@ -90,9 +90,13 @@ pub fn signal_daemon(paths: &Paths, signal: libc::c_int) -> io::Result<bool> {
                 sys::kill(pid, signal)?;
                 return Ok(true);
             }
-            Holder::Daemon(None) if Instant::now() < give_up => std::thread::sleep(Duration::from_millis(10)),
+            Holder::Daemon(None) if Instant::now() < give_up => {
+                std::thread::sleep(Duration::from_millis(10))
+            }
             Holder::Daemon(None) => {
-                return Err(io::Error::other("the daemon holds its lock but wrote no pid"));
+                return Err(io::Error::other(
+                    "the daemon holds its lock but wrote no pid",
+                ));
             }
         }
     }
@@ -117,13 +121,10 @@ pub fn start(paths: &Paths, replace: bool, foreground: bool) -> io::Result<Start
     let lock = match try_lock(paths)? {
         Holder::Free(lock) => lock,
         Holder::Daemon(pid) if !replace => return Ok(Started::AlreadyRunning(pid)),
-        Holder::Daemon(_) => {
-            signal_daemon(paths, libc::SIGUSR1)?;
-            match wait_for_lock(paths, HANDOVER_WAIT)? {
-                Some(lock) => lock,
-                None => return Err(io::Error::other("the old daemon did not hand over within 5 s")),
-            }
-        }
+        Holder::Daemon(_) => match hand_over(paths)? {
+            Ok(lock) => lock,
+            Err(newer) => return Ok(Started::AlreadyRunning(newer)),
+        },
     };
     let now_secs = state::Clock::now().wall_ms / 1000;
     if state::load(&paths.state_file(), now_secs).0.off {
@@ -138,11 +139,41 @@ pub fn start(paths: &Paths, replace: bool, foreground: bool) -> io::Result<Start
     Ok(Started::Exited(run(paths, lock, foreground)))
 }
 
+/// Asks the running daemon to hand over and waits for its lock. When
+/// another replacing start wins the race, its fresh daemon is kept:
+/// `Err(pid)` says so.
+fn hand_over(paths: &Paths) -> io::Result<Result<Lock, Option<u32>>> {
+    let give_up = Instant::now() + HANDOVER_WAIT;
+    let mut signalled = None;
+    loop {
+        match try_lock(paths)? {
+            Holder::Free(lock) => return Ok(Ok(lock)),
+            Holder::Daemon(Some(pid)) if signalled.is_some_and(|old| old != pid) => {
+                return Ok(Err(Some(pid)));
+            }
+            Holder::Daemon(Some(pid)) if signalled.is_none() => {
+                sys::kill(pid, libc::SIGUSR1)?;
+                signalled = Some(pid);
+            }
+            Holder::Daemon(_) => {}
+        }
+        if Instant::now() >= give_up {
+            return Err(io::Error::other(
+                "the old daemon did not hand over within 5 s",
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// Leaves herdr's hook behind: a new session, and standard streams that are
 /// not herdr's pipes (herdr reads them to end of file).
 fn detach() -> io::Result<()> {
     sys::setsid()?;
-    let null = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null")?;
+    let null = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")?;
     sys::redirect_stdio(null.as_fd())
 }
 
@@ -161,7 +192,10 @@ fn run(paths: &Paths, mut lock: Lock, foreground: bool) -> u8 {
     if let Err(error) = lock.write_pid() {
         log.line(&format!("cannot write the pidfile: {error}"));
     }
-    let scale = std::env::var("COWBELL_TIME_SCALE").ok().and_then(|s| s.parse::<f64>().ok()).unwrap_or(1.0);
+    let scale = std::env::var("COWBELL_TIME_SCALE")
+        .ok()
+        .and_then(|s| s.parse::<f64>().ok())
+        .unwrap_or(1.0);
     let durations = Durations::scaled(scale);
     let code = EventLoop::new(paths.clone(), log, signals, durations).run();
     drop(lock);

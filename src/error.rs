@@ -31,7 +31,10 @@ impl Error {
 
     pub fn herdr(what: impl Into<String>) -> impl FnOnce(crate::herdr::CallError) -> Error {
         let what = what.into();
-        move |error| Error::Herdr { what, why: error.to_string() }
+        move |error| Error::Herdr {
+            what,
+            why: error.to_string(),
+        }
     }
 }
 

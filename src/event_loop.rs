@@ -49,7 +49,11 @@ pub struct Durations {
 
 impl Durations {
     pub fn scaled(scale: f64) -> Durations {
-        let scale = if scale.is_finite() && scale > 1.0 { scale } else { 1.0 };
+        let scale = if scale.is_finite() && scale > 1.0 {
+            scale
+        } else {
+            1.0
+        };
         Durations {
             debounce: DEBOUNCE.div_f64(scale),
             backoff_first: BACKOFF_FIRST.div_f64(scale),
@@ -65,8 +69,14 @@ impl Durations {
 /// Why a request was made, which decides what its answer does.
 #[derive(Clone, Debug, PartialEq)]
 enum Purpose {
-    ListTabs { restore: bool },
-    Rename { tab_id: String, label: String, restore: bool },
+    ListTabs {
+        restore: bool,
+    },
+    Rename {
+        tab_id: String,
+        label: String,
+        restore: bool,
+    },
     ListPanes,
     ListPlugins,
 }
@@ -124,13 +134,18 @@ fn read_lines(stream: &mut UnixStream, lines: &mut LineBuffer) -> Input {
             }
             Ok(n) => {
                 if lines.push(&chunk[..n]).is_err() {
-                    return Input::Failed(format!("line from herdr longer than {} bytes", herdr::MAX_LINE));
+                    return Input::Failed(format!(
+                        "line from herdr longer than {} bytes",
+                        herdr::MAX_LINE
+                    ));
                 }
                 while let Some(line) = lines.next_line() {
                     complete.push(line);
                 }
             }
-            Err(error) if error.kind() == io::ErrorKind::WouldBlock => return Input::Lines(complete),
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
+                return Input::Lines(complete);
+            }
             Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
             Err(error) => return Input::Failed(error.to_string()),
         }
@@ -320,17 +335,32 @@ impl EventLoop {
     fn poll_set(&self) -> (Vec<libc::pollfd>, Vec<Source>) {
         let mut entries = vec![sys::poll_entry(self.signals.fd(), sys::READABLE)];
         let mut sources = vec![Source::Signals];
-        let interest = |unwritten: &[u8]| if unwritten.is_empty() { sys::READABLE } else { sys::WRITABLE };
+        let interest = |unwritten: &[u8]| {
+            if unwritten.is_empty() {
+                sys::READABLE
+            } else {
+                sys::WRITABLE
+            }
+        };
         if let Some(sub) = &self.lifecycle {
-            entries.push(sys::poll_entry(sub.stream.as_fd(), interest(&sub.unwritten)));
+            entries.push(sys::poll_entry(
+                sub.stream.as_fd(),
+                interest(&sub.unwritten),
+            ));
             sources.push(Source::Lifecycle);
         }
         if let Some(sub) = &self.status {
-            entries.push(sys::poll_entry(sub.stream.as_fd(), interest(&sub.unwritten)));
+            entries.push(sys::poll_entry(
+                sub.stream.as_fd(),
+                interest(&sub.unwritten),
+            ));
             sources.push(Source::Status);
         }
         for (index, pending) in self.in_flight.iter().enumerate() {
-            entries.push(sys::poll_entry(pending.stream.as_fd(), interest(&pending.unwritten)));
+            entries.push(sys::poll_entry(
+                pending.stream.as_fd(),
+                interest(&pending.unwritten),
+            ));
             sources.push(Source::Request(index));
         }
         (entries, sources)
@@ -375,7 +405,8 @@ impl EventLoop {
         if let Some(Stop::Restore { deadline }) = self.stop
             && now >= deadline
         {
-            self.log.line("stop: names not all restored in time; state kept for remove-icons");
+            self.log
+                .line("stop: names not all restored in time; state kept for remove-icons");
             self.exit_code = Some(0);
             return;
         }
@@ -391,11 +422,22 @@ impl EventLoop {
             self.reconnect_deadline = None;
             self.connect(now);
         }
-        if self.lifecycle.as_ref().and_then(|s| s.ack_deadline).is_some_and(|d| now >= d) {
+        if self
+            .lifecycle
+            .as_ref()
+            .and_then(|s| s.ack_deadline)
+            .is_some_and(|d| now >= d)
+        {
             self.disconnected("herdr did not acknowledge the subscription", now);
         }
-        if self.status.as_ref().and_then(|s| s.ack_deadline).is_some_and(|d| now >= d) {
-            self.log.line("status subscription not acknowledged; listing panes again");
+        if self
+            .status
+            .as_ref()
+            .and_then(|s| s.ack_deadline)
+            .is_some_and(|d| now >= d)
+        {
+            self.log
+                .line("status subscription not acknowledged; listing panes again");
             self.status = None;
             self.subscribed_panes.clear();
             self.panes_wanted = true;
@@ -406,7 +448,8 @@ impl EventLoop {
             index -= 1;
             if now >= self.in_flight[index].deadline {
                 let pending = self.in_flight.swap_remove(index);
-                self.log.line(&format!("{} timed out", describe(&pending.purpose)));
+                self.log
+                    .line(&format!("{} timed out", describe(&pending.purpose)));
                 self.request_failed(pending.purpose, now);
             }
         }
@@ -437,7 +480,10 @@ impl EventLoop {
     }
 
     fn arm_spinner(&mut self, now: Instant) {
-        if self.spinner_deadline.is_none() && self.connected && self.tracker.spinning(&self.settings, now) {
+        if self.spinner_deadline.is_none()
+            && self.connected
+            && self.tracker.spinning(&self.settings, now)
+        {
             self.spinner_deadline = Some(now + self.spinner_interval());
         } else if !self.tracker.spinning(&self.settings, now) {
             self.spinner_deadline = None;
@@ -470,15 +516,22 @@ impl EventLoop {
     fn connect(&mut self, now: Instant) {
         match Subscription::open(&self.paths.socket, &herdr::lifecycle_subscription(), now) {
             Ok(sub) => self.lifecycle = Some(sub),
-            Err(error) => self.connect_failed(&format!("cannot connect to {}: {error}", self.paths.socket.display()), now),
+            Err(error) => self.connect_failed(
+                &format!("cannot connect to {}: {error}", self.paths.socket.display()),
+                now,
+            ),
         }
     }
 
     fn connect_failed(&mut self, why: &str, now: Instant) {
-        self.log.line(&format!("{why}; retrying in {:.1} s", self.backoff.as_secs_f64()));
+        self.log.line(&format!(
+            "{why}; retrying in {:.1} s",
+            self.backoff.as_secs_f64()
+        ));
         self.reconnect_deadline = Some(now + self.backoff);
         self.backoff = (self.backoff * 2).min(self.durations.backoff_max);
-        self.idle_exit_deadline.get_or_insert(now + self.durations.idle_exit);
+        self.idle_exit_deadline
+            .get_or_insert(now + self.durations.idle_exit);
     }
 
     /// The server went away: drop every connection and start reconnecting.
@@ -497,7 +550,9 @@ impl EventLoop {
         self.spinner_deadline = None;
         self.save();
         if let Some(Stop::Restore { .. }) = self.stop {
-            self.log.line(&format!("{why}; cannot restore names without herdr; state kept for remove-icons"));
+            self.log.line(&format!(
+                "{why}; cannot restore names without herdr; state kept for remove-icons"
+            ));
             self.exit_code = Some(0);
             return;
         }
@@ -522,7 +577,8 @@ impl EventLoop {
                     self.open_debounce(now);
                 }
                 signals::Request::Handover => {
-                    self.log.line("another cowbell daemon takes over; exiting without touching names");
+                    self.log
+                        .line("another cowbell daemon takes over; exiting without touching names");
                     self.stop = Some(Stop::Quiet);
                     self.exit_code = Some(0);
                 }
@@ -537,11 +593,14 @@ impl EventLoop {
             return;
         }
         self.log.line(&format!("{why}: restoring tab names"));
-        self.stop = Some(Stop::Restore { deadline: now + STOP_GRACE });
+        self.stop = Some(Stop::Restore {
+            deadline: now + STOP_GRACE,
+        });
         self.debounce_deadline = None;
         self.spinner_deadline = None;
         if !self.connected {
-            self.log.line("no herdr server: names cannot be restored now; state kept for remove-icons");
+            self.log
+                .line("no herdr server: names cannot be restored now; state kept for remove-icons");
             self.exit_code = Some(0);
             return;
         }
@@ -550,7 +609,9 @@ impl EventLoop {
     }
 
     fn on_lifecycle_ready(&mut self, revents: libc::c_short, now: Instant) {
-        let Some(sub) = &mut self.lifecycle else { return };
+        let Some(sub) = &mut self.lifecycle else {
+            return;
+        };
         if !sub.unwritten.is_empty() {
             if let Err(error) = flush(&mut sub.stream, &mut sub.unwritten) {
                 self.disconnected(&format!("subscription write failed: {error}"), now);
@@ -559,7 +620,9 @@ impl EventLoop {
                 return;
             }
         }
-        let Some(sub) = &mut self.lifecycle else { return };
+        let Some(sub) = &mut self.lifecycle else {
+            return;
+        };
         match read_lines(&mut sub.stream, &mut sub.lines) {
             Input::Lines(lines) => self.lifecycle_lines(lines, now),
             Input::Closed(lines) => {
@@ -574,9 +637,17 @@ impl EventLoop {
         for line in lines {
             match herdr::parse_line(&line) {
                 Ok(Message::SubscriptionStarted) => self.on_connected(now),
-                Ok(Message::Event { name, tab_id, label, .. }) => self.on_event(&name, tab_id, label, now),
+                Ok(Message::Event {
+                    name,
+                    tab_id,
+                    label,
+                    ..
+                }) => self.on_event(&name, tab_id, label, now),
                 Ok(Message::Error(error)) => {
-                    self.log.line(&format!("herdr refused the event subscription: {}: {}", error.code, error.message));
+                    self.log.line(&format!(
+                        "herdr refused the event subscription: {}: {}",
+                        error.code, error.message
+                    ));
                 }
                 Ok(_) => {}
                 Err(malformed) => self.log.line(&malformed.0),
@@ -591,13 +662,20 @@ impl EventLoop {
         self.connected = true;
         self.backoff = self.durations.backoff_first;
         self.idle_exit_deadline = None;
-        self.log.line(&format!("connected to {}", self.paths.socket.display()));
+        self.log
+            .line(&format!("connected to {}", self.paths.socket.display()));
         self.panes_wanted = true;
         self.begin_resync();
         let _ = now;
     }
 
-    fn on_event(&mut self, name: &str, tab_id: Option<String>, label: Option<String>, now: Instant) {
+    fn on_event(
+        &mut self,
+        name: &str,
+        tab_id: Option<String>,
+        label: Option<String>,
+        now: Instant,
+    ) {
         if self.stop.is_some() {
             return;
         }
@@ -647,7 +725,10 @@ impl EventLoop {
         let Some(sub) = &mut self.status else { return };
         let (lines, closed) = match read_lines(&mut sub.stream, &mut sub.lines) {
             Input::Lines(lines) => (lines, None),
-            Input::Closed(lines) => (lines, Some("herdr closed the status subscription".to_string())),
+            Input::Closed(lines) => (
+                lines,
+                Some("herdr closed the status subscription".to_string()),
+            ),
             Input::Failed(why) => (Vec::new(), Some(why)),
         };
         for line in lines {
@@ -657,10 +738,15 @@ impl EventLoop {
                         sub.ack_deadline = None;
                     }
                 }
-                Ok(Message::Event { name, .. }) if name == "pane.agent_status_changed" => self.open_debounce(now),
+                Ok(Message::Event { name, .. }) if name == "pane.agent_status_changed" => {
+                    self.open_debounce(now)
+                }
                 Ok(Message::Error(error)) => {
                     // A pane closed between pane.list and the subscription.
-                    self.log.line(&format!("status subscription refused: {}: {}", error.code, error.message));
+                    self.log.line(&format!(
+                        "status subscription refused: {}: {}",
+                        error.code, error.message
+                    ));
                 }
                 Ok(_) => {}
                 Err(malformed) => self.log.line(&malformed.0),
@@ -689,7 +775,9 @@ impl EventLoop {
             let id = format!("r{}", self.request_counter);
             let (method, params) = match &purpose {
                 Purpose::ListTabs { .. } => ("tab.list", "{}".to_string()),
-                Purpose::Rename { tab_id, label, .. } => ("tab.rename", herdr::rename_params(tab_id, label)),
+                Purpose::Rename { tab_id, label, .. } => {
+                    ("tab.rename", herdr::rename_params(tab_id, label))
+                }
                 Purpose::ListPanes => ("pane.list", "{}".to_string()),
                 Purpose::ListPlugins => ("plugin.list", "{}".to_string()),
             };
@@ -702,7 +790,8 @@ impl EventLoop {
                     purpose,
                 }),
                 Err(error) => {
-                    self.log.line(&format!("{}: cannot connect: {error}", describe(&purpose)));
+                    self.log
+                        .line(&format!("{}: cannot connect: {error}", describe(&purpose)));
                     self.request_failed(purpose, now);
                 }
             }
@@ -710,11 +799,16 @@ impl EventLoop {
     }
 
     fn on_request_ready(&mut self, index: usize, revents: libc::c_short, now: Instant) {
-        let Some(pending) = self.in_flight.get_mut(index) else { return };
+        let Some(pending) = self.in_flight.get_mut(index) else {
+            return;
+        };
         if !pending.unwritten.is_empty() {
             if let Err(error) = flush(&mut pending.stream, &mut pending.unwritten) {
                 let pending = self.in_flight.swap_remove(index);
-                self.log.line(&format!("{}: write failed: {error}", describe(&pending.purpose)));
+                self.log.line(&format!(
+                    "{}: write failed: {error}",
+                    describe(&pending.purpose)
+                ));
                 self.request_failed(pending.purpose, now);
                 return;
             }
@@ -723,7 +817,9 @@ impl EventLoop {
             }
         }
         let answer = match read_lines(&mut pending.stream, &mut pending.lines) {
-            Input::Lines(mut lines) | Input::Closed(mut lines) if !lines.is_empty() => Ok(lines.remove(0)),
+            Input::Lines(mut lines) | Input::Closed(mut lines) if !lines.is_empty() => {
+                Ok(lines.remove(0))
+            }
             Input::Lines(_) => return,
             Input::Closed(_) => Err("herdr closed the connection without an answer".to_string()),
             Input::Failed(why) => Err(why),
@@ -732,7 +828,8 @@ impl EventLoop {
         match answer.and_then(|line| herdr::parse_line(&line).map_err(|m| m.0)) {
             Ok(message) => self.on_answer(pending.purpose, message, now),
             Err(why) => {
-                self.log.line(&format!("{}: {why}", describe(&pending.purpose)));
+                self.log
+                    .line(&format!("{}: {why}", describe(&pending.purpose)));
                 self.request_failed(pending.purpose, now);
             }
         }
@@ -741,7 +838,12 @@ impl EventLoop {
     fn on_answer(&mut self, purpose: Purpose, message: Message, now: Instant) {
         match (purpose, message) {
             (purpose, Message::Error(error)) => {
-                self.log.line(&format!("{}: herdr said {}: {}", describe(&purpose), error.code, error.message));
+                self.log.line(&format!(
+                    "{}: herdr said {}: {}",
+                    describe(&purpose),
+                    error.code,
+                    error.message
+                ));
                 self.request_failed(purpose, now);
             }
             (Purpose::ListTabs { restore: false }, Message::Tabs(infos)) => {
@@ -750,7 +852,11 @@ impl EventLoop {
                 for note in &plan.notes {
                     self.log.line(&describe_note(note));
                 }
-                self.log.line(&format!("resync: {} tabs, {} to rename", tabs.len(), plan.renames.len()));
+                self.log.line(&format!(
+                    "resync: {} tabs, {} to rename",
+                    tabs.len(),
+                    plan.renames.len()
+                ));
                 self.renames_outstanding += plan.renames.len();
                 self.queue_renames(plan.renames, false);
                 self.maybe_finish_resync(now);
@@ -759,8 +865,12 @@ impl EventLoop {
                 let tabs: Vec<Tab> = infos.iter().map(Tab::from_info).collect();
                 let present: Vec<&str> = tabs.iter().map(|t| t.tab_id.as_str()).collect();
                 // Tabs that are gone need no restoring.
-                self.tracker.tabs.retain(|id, _| present.contains(&id.as_str()));
-                let renames = self.tracker.restore_plan(&tabs, &self.settings.labeler, false, now);
+                self.tracker
+                    .tabs
+                    .retain(|id, _| present.contains(&id.as_str()));
+                let renames = self
+                    .tracker
+                    .restore_plan(&tabs, &self.settings.labeler, false, now);
                 let untouched: Vec<String> = self
                     .tracker
                     .tabs
@@ -771,12 +881,20 @@ impl EventLoop {
                 for tab_id in untouched {
                     self.tracker.tabs.remove(&tab_id);
                 }
-                self.log.line(&format!("restore: {} tabs to rename", renames.len()));
+                self.log
+                    .line(&format!("restore: {} tabs to rename", renames.len()));
                 self.renames_outstanding = renames.len();
                 self.queue_renames(renames, true);
                 self.maybe_finish_restore();
             }
-            (Purpose::Rename { tab_id, label, restore }, Message::Renamed(_) | Message::Ok(_)) => {
+            (
+                Purpose::Rename {
+                    tab_id,
+                    label,
+                    restore,
+                },
+                Message::Renamed(_) | Message::Ok(_),
+            ) => {
                 self.renames_made += 1;
                 if restore {
                     self.log.line(&format!("restored {tab_id} as {label:?}"));
@@ -803,7 +921,10 @@ impl EventLoop {
                 }
             }
             (purpose, message) => {
-                self.log.line(&format!("{}: unexpected answer {message:?}", describe(&purpose)));
+                self.log.line(&format!(
+                    "{}: unexpected answer {message:?}",
+                    describe(&purpose)
+                ));
                 self.request_failed(purpose, now);
             }
         }
@@ -818,7 +939,8 @@ impl EventLoop {
                 self.heartbeat_deadline = Some(now + self.durations.heartbeat);
             }
             Purpose::ListTabs { restore: true } => {
-                self.log.line("restore: cannot list tabs; state kept for remove-icons");
+                self.log
+                    .line("restore: cannot list tabs; state kept for remove-icons");
                 self.exit_code = Some(0);
             }
             Purpose::Rename { restore: true, .. } => {
@@ -833,7 +955,11 @@ impl EventLoop {
 
     fn queue_renames(&mut self, renames: Vec<Rename>, restore: bool) {
         for Rename { tab_id, label } in renames {
-            self.queue.push_back(Purpose::Rename { tab_id, label, restore });
+            self.queue.push_back(Purpose::Rename {
+                tab_id,
+                label,
+                restore,
+            });
         }
     }
 
@@ -872,12 +998,14 @@ impl EventLoop {
         }
         match Subscription::open(&self.paths.socket, &herdr::status_subscription(&panes), now) {
             Ok(sub) => {
-                self.log.line(&format!("status subscription for {} panes", panes.len()));
+                self.log
+                    .line(&format!("status subscription for {} panes", panes.len()));
                 self.status = Some(sub);
                 self.subscribed_panes = panes;
             }
             Err(error) => {
-                self.log.line(&format!("status subscription: cannot connect: {error}"));
+                self.log
+                    .line(&format!("status subscription: cannot connect: {error}"));
                 self.panes_wanted = true;
                 self.open_debounce(now);
             }
@@ -887,7 +1015,10 @@ impl EventLoop {
     fn save(&mut self) {
         let state = state::from_tracker(&self.tracker, false, Clock::now());
         if let Err(error) = state::save(&self.paths.state_file(), &state, &mut self.last_saved) {
-            self.log.line(&format!("cannot save {}: {error}", self.paths.state_file().display()));
+            self.log.line(&format!(
+                "cannot save {}: {error}",
+                self.paths.state_file().display()
+            ));
             // Remember the text anyway so a read-only directory is not
             // retried (and logged) on every resync.
             self.last_saved = Some(state::encode(&state));
@@ -906,8 +1037,12 @@ fn describe(purpose: &Purpose) -> String {
 
 fn describe_note(note: &Note) -> String {
     match note {
-        Note::NewBase { tab_id, base } => format!("{tab_id} renamed by someone else: base is now {base:?}"),
-        Note::Fight { tab_id, recent } => format!("{tab_id}: another renamer undid cowbell's rename ({recent} recently)"),
+        Note::NewBase { tab_id, base } => {
+            format!("{tab_id} renamed by someone else: base is now {base:?}")
+        }
+        Note::Fight { tab_id, recent } => {
+            format!("{tab_id}: another renamer undid cowbell's rename ({recent} recently)")
+        }
         Note::Cooldown { tab_id, seconds } => {
             format!("{tab_id}: rename fight; leaving the tab alone for {seconds} s")
         }

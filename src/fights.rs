@@ -46,7 +46,9 @@ impl Timing {
     /// Length of the cool-down number `level` (0 for the first).
     pub fn cooldown(&self, level: u32) -> Duration {
         let factor = 1u32 << level.min(16);
-        self.first_cooldown.saturating_mul(factor).min(self.max_cooldown)
+        self.first_cooldown
+            .saturating_mul(factor)
+            .min(self.max_cooldown)
     }
 }
 
@@ -93,10 +95,13 @@ impl FightRecord {
         if !provoked {
             return Verdict::NotAFight;
         }
-        self.fights.retain(|at| now.saturating_duration_since(*at) <= timing.fight_span);
+        self.fights
+            .retain(|at| now.saturating_duration_since(*at) <= timing.fight_span);
         self.fights.push(now);
         if self.fights.len() < FIGHTS_FOR_COOLDOWN {
-            return Verdict::Fight { recent: self.fights.len() };
+            return Verdict::Fight {
+                recent: self.fights.len(),
+            };
         }
         if let Some((end, length)) = self.last_cooldown {
             let first = self.fights[0];
@@ -141,11 +146,22 @@ mod tests {
     fn two_fights_are_tolerated_the_third_starts_sixty_seconds() {
         let t0 = Instant::now();
         let mut record = FightRecord::default();
-        assert_eq!(exchange(&mut record, t0, 0.0, 0.05), Verdict::Fight { recent: 1 });
-        assert_eq!(exchange(&mut record, t0, 1.0, 0.05), Verdict::Fight { recent: 2 });
+        assert_eq!(
+            exchange(&mut record, t0, 0.0, 0.05),
+            Verdict::Fight { recent: 1 }
+        );
+        assert_eq!(
+            exchange(&mut record, t0, 1.0, 0.05),
+            Verdict::Fight { recent: 2 }
+        );
         assert!(!record.cooling_down(t0 + secs(1.1)));
         let verdict = exchange(&mut record, t0, 2.0, 0.05);
-        assert_eq!(verdict, Verdict::CooldownStarted { until: t0 + secs(2.05) + secs(60.0) });
+        assert_eq!(
+            verdict,
+            Verdict::CooldownStarted {
+                until: t0 + secs(2.05) + secs(60.0)
+            }
+        );
         assert!(record.cooling_down(t0 + secs(62.0)));
         assert!(!record.cooling_down(t0 + secs(62.05)));
     }
@@ -162,7 +178,9 @@ mod tests {
                 verdict = exchange(&mut record, t0, now, 0.05);
                 now += 0.1;
             }
-            let Verdict::CooldownStarted { until } = verdict else { panic!("{verdict:?}") };
+            let Verdict::CooldownStarted { until } = verdict else {
+                panic!("{verdict:?}")
+            };
             let length = until.duration_since(t0 + secs(now - 0.05)).as_secs_f64();
             lengths.push(length.round() as u64);
             // The renamer is still there when the cool-down ends.
@@ -175,7 +193,10 @@ mod tests {
     fn the_thirty_second_window_is_inclusive() {
         let t0 = Instant::now();
         let mut record = FightRecord::default();
-        assert_eq!(exchange(&mut record, t0, 0.0, 30.0), Verdict::Fight { recent: 1 });
+        assert_eq!(
+            exchange(&mut record, t0, 0.0, 30.0),
+            Verdict::Fight { recent: 1 }
+        );
         assert_eq!(exchange(&mut record, t0, 40.0, 30.001), Verdict::NotAFight);
         assert_eq!(record.fights.len(), 1);
     }
@@ -186,7 +207,10 @@ mod tests {
         let mut record = FightRecord::default();
         for round in 0..100 {
             let at = round as f64 * 35.0;
-            assert_eq!(exchange(&mut record, t0, at, 35.0 - 0.001 + 0.002), Verdict::NotAFight);
+            assert_eq!(
+                exchange(&mut record, t0, at, 35.0 - 0.001 + 0.002),
+                Verdict::NotAFight
+            );
         }
         assert!(record.cooldown_until.is_none());
     }
@@ -198,9 +222,15 @@ mod tests {
         exchange(&mut record, t0, 0.0, 1.0);
         exchange(&mut record, t0, 60.0, 1.0);
         // 121 s after the first fight: it has left the 120 s span.
-        assert_eq!(exchange(&mut record, t0, 121.5, 0.5), Verdict::Fight { recent: 2 });
+        assert_eq!(
+            exchange(&mut record, t0, 121.5, 0.5),
+            Verdict::Fight { recent: 2 }
+        );
         // Exactly 120 s after the second one still counts.
-        assert!(matches!(exchange(&mut record, t0, 180.0, 1.0), Verdict::CooldownStarted { .. }));
+        assert!(matches!(
+            exchange(&mut record, t0, 180.0, 1.0),
+            Verdict::CooldownStarted { .. }
+        ));
     }
 
     #[test]
@@ -211,7 +241,10 @@ mod tests {
             exchange(&mut record, t0, at, 0.1);
         }
         let until = record.cooldown_until.unwrap();
-        assert_eq!(record.foreign_rename(t0 + secs(10.0), &T), Verdict::NotAFight);
+        assert_eq!(
+            record.foreign_rename(t0 + secs(10.0), &T),
+            Verdict::NotAFight
+        );
         assert_eq!(record.cooldown_until, Some(until));
         assert!(record.fights.is_empty());
     }
@@ -247,7 +280,10 @@ mod tests {
     #[test]
     fn a_rename_without_an_own_rename_is_not_a_fight() {
         let mut record = FightRecord::default();
-        assert_eq!(record.foreign_rename(Instant::now(), &T), Verdict::NotAFight);
+        assert_eq!(
+            record.foreign_rename(Instant::now(), &T),
+            Verdict::NotAFight
+        );
         assert_eq!(record, FightRecord::default());
     }
 

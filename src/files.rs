@@ -49,7 +49,10 @@ pub fn open_private(path: &Path, append: bool) -> io::Result<File> {
 /// Reads a file without following a symlink; `Ok(None)` when it is absent.
 /// A file longer than `cap` bytes is an error rather than a huge allocation.
 pub fn read_capped(path: &Path, cap: u64) -> io::Result<Option<Vec<u8>>> {
-    let file = OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC).open(path);
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path);
     let file = match file {
         Ok(file) => file,
         Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -57,15 +60,24 @@ pub fn read_capped(path: &Path, cap: u64) -> io::Result<Option<Vec<u8>>> {
     };
     let meta = file.metadata()?;
     if !meta.file_type().is_file() {
-        return Err(io::Error::new(io::ErrorKind::InvalidData, "not a regular file"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "not a regular file",
+        ));
     }
     if meta.len() > cap {
-        return Err(io::Error::new(io::ErrorKind::InvalidData, format!("larger than {cap} bytes")));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("larger than {cap} bytes"),
+        ));
     }
     let mut bytes = Vec::with_capacity(meta.len() as usize);
     file.take(cap + 1).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > cap {
-        return Err(io::Error::new(io::ErrorKind::InvalidData, format!("larger than {cap} bytes")));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("larger than {cap} bytes"),
+        ));
     }
     Ok(Some(bytes))
 }
@@ -105,7 +117,8 @@ pub mod tests {
             use std::sync::atomic::{AtomicUsize, Ordering};
             static NEXT: AtomicUsize = AtomicUsize::new(0);
             let n = NEXT.fetch_add(1, Ordering::SeqCst);
-            let dir = std::env::temp_dir().join(format!("cowbell-unit-{tag}-{}-{n}", std::process::id()));
+            let dir =
+                std::env::temp_dir().join(format!("cowbell-unit-{tag}-{}-{n}", std::process::id()));
             let _ = fs::remove_dir_all(&dir);
             fs::create_dir_all(&dir).unwrap();
             TempDir(dir)
@@ -123,13 +136,23 @@ pub mod tests {
         let temp = TempDir::new("files");
         let dir = temp.0.join("a/b");
         ensure_private_dir(&dir).unwrap();
-        assert_eq!(fs::metadata(&dir).unwrap().permissions().mode() & 0o777, 0o700);
+        assert_eq!(
+            fs::metadata(&dir).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
         let file = dir.join("f");
         write_atomically(&file, b"one").unwrap();
         write_atomically(&file, b"two").unwrap();
         assert_eq!(fs::read(&file).unwrap(), b"two");
-        assert_eq!(fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o600);
-        assert_eq!(fs::read_dir(&dir).unwrap().count(), 1, "no temp file left behind");
+        assert_eq!(
+            fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        assert_eq!(
+            fs::read_dir(&dir).unwrap().count(),
+            1,
+            "no temp file left behind"
+        );
     }
 
     #[test]

@@ -62,17 +62,27 @@ pub fn request_line(id: &str, method: &str, params: &str) -> String {
 }
 
 pub fn rename_params(tab_id: &str, label: &str) -> String {
-    format!("{{\"tab_id\":{},\"label\":{}}}", json::to_string(tab_id), json::to_string(label))
+    format!(
+        "{{\"tab_id\":{},\"label\":{}}}",
+        json::to_string(tab_id),
+        json::to_string(label)
+    )
 }
 
 pub fn notification_params(title: &str, body: &str) -> String {
-    format!("{{\"title\":{},\"body\":{}}}", json::to_string(title), json::to_string(body))
+    format!(
+        "{{\"title\":{},\"body\":{}}}",
+        json::to_string(title),
+        json::to_string(body)
+    )
 }
 
 /// `events.subscribe` params for the lifecycle subscription.
 pub fn lifecycle_subscription() -> String {
-    let entries: Vec<String> =
-        LIFECYCLE_EVENTS.iter().map(|kind| format!("{{\"type\":\"{kind}\"}}")).collect();
+    let entries: Vec<String> = LIFECYCLE_EVENTS
+        .iter()
+        .map(|kind| format!("{{\"type\":\"{kind}\"}}"))
+        .collect();
     format!("{{\"subscriptions\":[{}]}}", entries.join(","))
 }
 
@@ -157,7 +167,12 @@ pub enum Message {
     Renamed(TabInfo),
     /// Any other successful answer (`ok`, `pong`, `notification_show`...).
     Ok(String),
-    Event { name: String, tab_id: Option<String>, label: Option<String>, pane_id: Option<String> },
+    Event {
+        name: String,
+        tab_id: Option<String>,
+        label: Option<String>,
+        pane_id: Option<String>,
+    },
 }
 
 /// Why a line could not be understood; the text is what goes in the log.
@@ -184,7 +199,12 @@ pub fn parse_line(bytes: &[u8]) -> Result<Message, Malformed> {
     let line: Line = json::from_str(text).map_err(|_| malformed())?;
     if let Some(name) = line.event {
         let data = line.data.unwrap_or_default();
-        return Ok(Message::Event { name, tab_id: data.tab_id, label: data.label, pane_id: data.pane_id });
+        return Ok(Message::Event {
+            name,
+            tab_id: data.tab_id,
+            label: data.label,
+            pane_id: data.pane_id,
+        });
     }
     if let Some(error) = line.error {
         return Ok(Message::Error(error));
@@ -195,9 +215,14 @@ pub fn parse_line(bytes: &[u8]) -> Result<Message, Malformed> {
     Ok(match kind.as_str() {
         "subscription_started" => Message::SubscriptionStarted,
         "tab_list" => Message::Tabs(result.tabs.ok_or_else(malformed)?),
-        "pane_list" => {
-            Message::Panes(result.panes.ok_or_else(malformed)?.into_iter().map(|p| p.pane_id).collect())
-        }
+        "pane_list" => Message::Panes(
+            result
+                .panes
+                .ok_or_else(malformed)?
+                .into_iter()
+                .map(|p| p.pane_id)
+                .collect(),
+        ),
         "plugin_list" => Message::Plugins(
             result
                 .plugins
@@ -241,7 +266,9 @@ impl LineBuffer {
 
     /// The next complete line, without its newline.
     pub fn next_line(&mut self) -> Option<Vec<u8>> {
-        let newline = self.pending[self.scanned..].iter().position(|b| *b == b'\n');
+        let newline = self.pending[self.scanned..]
+            .iter()
+            .position(|b| *b == b'\n');
         match newline {
             Some(offset) => {
                 let end = self.scanned + offset;
@@ -261,7 +288,11 @@ impl LineBuffer {
     pub fn take_rest(&mut self) -> Option<Vec<u8>> {
         let rest = std::mem::take(&mut self.pending);
         *self = LineBuffer::default();
-        if rest.iter().all(u8::is_ascii_whitespace) { None } else { Some(rest) }
+        if rest.iter().all(u8::is_ascii_whitespace) {
+            None
+        } else {
+            Some(rest)
+        }
     }
 }
 
@@ -300,8 +331,12 @@ pub fn call(socket: &Path, method: &str, params: &str) -> Result<Message, CallEr
         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => CallError::Timeout,
         _ => CallError::Io(error),
     };
-    stream.set_write_timeout(Some(REQUEST_TIMEOUT)).map_err(CallError::Io)?;
-    stream.write_all(request_line("c1", method, params).as_bytes()).map_err(io_error)?;
+    stream
+        .set_write_timeout(Some(REQUEST_TIMEOUT))
+        .map_err(CallError::Io)?;
+    stream
+        .write_all(request_line("c1", method, params).as_bytes())
+        .map_err(io_error)?;
     let mut lines = LineBuffer::default();
     let mut chunk = [0u8; 16 * 1024];
     loop {
@@ -350,9 +385,13 @@ mod tests {
             })
         );
         let created = br#"{"data":{"tab":{"agent_status":"unknown","focused":false,"label":"temp","number":3,"pane_count":1,"tab_id":"w1:t3","workspace_id":"w1"},"type":"tab_created"},"event":"tab_created"}"#;
-        assert!(matches!(parse_line(created), Ok(Message::Event { name, .. }) if name == "tab_created"));
+        assert!(
+            matches!(parse_line(created), Ok(Message::Event { name, .. }) if name == "tab_created")
+        );
         let status = br#"{"data":{"agent":"testbot","agent_status":"blocked","pane_id":"w1:p1","workspace_id":"w1"},"event":"pane.agent_status_changed"}"#;
-        assert!(matches!(parse_line(status), Ok(Message::Event { pane_id: Some(p), .. }) if p == "w1:p1"));
+        assert!(
+            matches!(parse_line(status), Ok(Message::Event { pane_id: Some(p), .. }) if p == "w1:p1")
+        );
         let list = br#"{"id":"tl1","result":{"type":"tab_list","tabs":[{"tab_id":"w1:t1","workspace_id":"w1","number":1,"label":"build","focused":true,"pane_count":1,"agent_status":"working"}]}}"#;
         match parse_line(list) {
             Ok(Message::Tabs(tabs)) => {
@@ -371,9 +410,18 @@ mod tests {
 
     #[test]
     fn bad_lines_are_reported_not_fatal() {
-        for line in [&b"not json"[..], b"\xff\xfe", b"{\"id\":1}", b"[]", b"{\"result\":{\"type\":\"tab_list\"}}"] {
+        for line in [
+            &b"not json"[..],
+            b"\xff\xfe",
+            b"{\"id\":1}",
+            b"[]",
+            b"{\"result\":{\"type\":\"tab_list\"}}",
+        ] {
             let error = parse_line(line).unwrap_err();
-            assert!(error.0.starts_with("malformed line from herdr: "), "{error}");
+            assert!(
+                error.0.starts_with("malformed line from herdr: "),
+                "{error}"
+            );
         }
         let unknown = br#"{"data":{"x":[1,2,{"y":null}]},"event":"something_new","extra":true}"#;
         assert!(matches!(parse_line(unknown), Ok(Message::Event { .. })));
@@ -399,8 +447,12 @@ mod tests {
         let line = request_line("r1", "tab.rename", &rename_params("w1:t1", "a\"b\n🔴"));
         assert!(line.ends_with('\n'));
         let value: json::Value = json::from_str(line.trim_end()).unwrap();
-        let json::Value::Object(object) = value else { panic!() };
-        let json::Value::Object(params) = &object["params"] else { panic!() };
+        let json::Value::Object(object) = value else {
+            panic!()
+        };
+        let json::Value::Object(params) = &object["params"] else {
+            panic!()
+        };
         assert!(matches!(&params["label"], json::Value::String(label) if label == "a\"b\n🔴"));
     }
 }

@@ -25,18 +25,31 @@ pub struct Log {
 
 impl Log {
     pub fn open(path: PathBuf) -> Log {
-        let mut log = Log { path, file: None, size: 0, echo_to_stderr: false };
+        let mut log = Log {
+            path,
+            file: None,
+            size: 0,
+            echo_to_stderr: false,
+        };
         log.reopen();
         log
     }
 
     fn reopen(&mut self) {
         self.file = files::open_private(&self.path, true).ok();
-        self.size = self.file.as_ref().and_then(|f| f.metadata().ok()).map_or(0, |m| m.len());
+        self.size = self
+            .file
+            .as_ref()
+            .and_then(|f| f.metadata().ok())
+            .map_or(0, |m| m.len());
     }
 
     pub fn line(&mut self, message: &str) {
-        let stamp = utc_timestamp(SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()));
+        let stamp = utc_timestamp(
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+        );
         let mut line = format!("{stamp} [{}] {message}", std::process::id());
         line.retain(|c| c != '\n' && c != '\r');
         line.push('\n');
@@ -65,11 +78,16 @@ pub fn utc_timestamp(unix_secs: u64) -> String {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let day_of_era = z.rem_euclid(146_097);
-    let year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
     let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
     let month_index = (5 * day_of_year + 2) / 153;
     let day = day_of_year - (153 * month_index + 2) / 5 + 1;
-    let month = if month_index < 10 { month_index + 3 } else { month_index - 9 };
+    let month = if month_index < 10 {
+        month_index + 3
+    } else {
+        month_index - 9
+    };
     let year = year_of_era + era * 400 + i64::from(month <= 2);
     format!(
         "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
@@ -101,8 +119,13 @@ mod tests {
             log.line(&message);
         }
         let size = std::fs::metadata(&path).unwrap().len();
-        let rotated = std::fs::metadata(temp.0.join("cowbell.log.1")).unwrap().len();
-        assert!(size <= MAX_LOG_BYTES && rotated <= MAX_LOG_BYTES, "{size} {rotated}");
+        let rotated = std::fs::metadata(temp.0.join("cowbell.log.1"))
+            .unwrap()
+            .len();
+        assert!(
+            size <= MAX_LOG_BYTES && rotated <= MAX_LOG_BYTES,
+            "{size} {rotated}"
+        );
         assert!(size + rotated > 1_000_000);
     }
 

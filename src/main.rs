@@ -51,7 +51,10 @@ fn main() -> ExitCode {
             println!("cowbell {}", env!("CARGO_PKG_VERSION"));
             Ok(0)
         }
-        Command::Daemon { replace, foreground } => commands::daemon(&paths, replace, foreground),
+        Command::Daemon {
+            replace,
+            foreground,
+        } => commands::daemon(&paths, replace, foreground),
         Command::Watchdog => commands::watchdog(&paths),
         Command::On => commands::on(&paths),
         Command::Off => commands::off(&paths, false),

@@ -24,12 +24,19 @@ impl Paths {
     }
 
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<OsString>) -> Paths {
-        let home = lookup("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/"));
-        let config_home = lookup("XDG_CONFIG_HOME").map(PathBuf::from).unwrap_or_else(|| home.join(".config"));
-        let state_home =
-            lookup("XDG_STATE_HOME").map(PathBuf::from).unwrap_or_else(|| home.join(".local/state"));
+        let home = lookup("HOME")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("/"));
+        let config_home = lookup("XDG_CONFIG_HOME")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| home.join(".config"));
+        let state_home = lookup("XDG_STATE_HOME")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| home.join(".local/state"));
         let default_socket = config_home.join("herdr/herdr.sock");
-        let socket = lookup("HERDR_SOCKET_PATH").map(PathBuf::from).unwrap_or_else(|| default_socket.clone());
+        let socket = lookup("HERDR_SOCKET_PATH")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| default_socket.clone());
         let state_dir = lookup("HERDR_PLUGIN_STATE_DIR")
             .map(PathBuf::from)
             .unwrap_or_else(|| state_home.join("herdr/plugins/cowbell"));
@@ -40,7 +47,12 @@ impl Paths {
             .and_then(|id| id.into_string().ok())
             .unwrap_or_else(|| "cowbell".to_string());
         let server_dir = state_dir.join(server_dir_name(&socket, &default_socket));
-        Paths { socket, config_file: config_dir.join("config.json"), server_dir, plugin_id }
+        Paths {
+            socket,
+            config_file: config_dir.join("config.json"),
+            server_dir,
+            plugin_id,
+        }
     }
 
     pub fn state_file(&self) -> PathBuf {
@@ -66,18 +78,25 @@ pub fn server_dir_name(socket: &Path, default_socket: &Path) -> String {
         let readable = !name.is_empty()
             && name.len() <= 64
             && !name.starts_with('.')
-            && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
         if readable {
             return format!("session-{name}");
         }
     }
-    format!("socket-{:016x}", fnv1a(socket.as_os_str().as_encoded_bytes()))
+    format!(
+        "socket-{:016x}",
+        fnv1a(socket.as_os_str().as_encoded_bytes())
+    )
 }
 
 /// FNV-1a: a stable, tiny hash; collisions only matter between one user's
 /// own socket paths.
 fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| (hash ^ u64::from(*byte)).wrapping_mul(0x100_0000_01b3))
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(*byte)).wrapping_mul(0x100_0000_01b3)
+    })
 }
 
 #[cfg(test)]
@@ -85,7 +104,11 @@ mod tests {
     use super::*;
 
     fn lookup<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<OsString> + 'a {
-        move |name| vars.iter().find(|(k, _)| *k == name).map(|(_, v)| OsString::from(v))
+        move |name| {
+            vars.iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| OsString::from(v))
+        }
     }
 
     #[test]
@@ -106,13 +129,32 @@ mod tests {
     #[test]
     fn fallbacks_follow_xdg_then_home() {
         let paths = Paths::from_lookup(lookup(&[("HOME", "/home/u")]));
-        assert_eq!(paths.socket, PathBuf::from("/home/u/.config/herdr/herdr.sock"));
-        assert_eq!(paths.server_dir, PathBuf::from("/home/u/.local/state/herdr/plugins/cowbell/default"));
-        assert_eq!(paths.config_file, PathBuf::from("/home/u/.config/herdr/plugins/config/cowbell/config.json"));
-        let paths = Paths::from_lookup(lookup(&[("HOME", "/h"), ("XDG_CONFIG_HOME", "/x"), ("XDG_STATE_HOME", "/y")]));
+        assert_eq!(
+            paths.socket,
+            PathBuf::from("/home/u/.config/herdr/herdr.sock")
+        );
+        assert_eq!(
+            paths.server_dir,
+            PathBuf::from("/home/u/.local/state/herdr/plugins/cowbell/default")
+        );
+        assert_eq!(
+            paths.config_file,
+            PathBuf::from("/home/u/.config/herdr/plugins/config/cowbell/config.json")
+        );
+        let paths = Paths::from_lookup(lookup(&[
+            ("HOME", "/h"),
+            ("XDG_CONFIG_HOME", "/x"),
+            ("XDG_STATE_HOME", "/y"),
+        ]));
         assert_eq!(paths.socket, PathBuf::from("/x/herdr/herdr.sock"));
-        assert_eq!(paths.server_dir, PathBuf::from("/y/herdr/plugins/cowbell/default"));
-        assert_eq!(paths.config_file, PathBuf::from("/x/herdr/plugins/config/cowbell/config.json"));
+        assert_eq!(
+            paths.server_dir,
+            PathBuf::from("/y/herdr/plugins/cowbell/default")
+        );
+        assert_eq!(
+            paths.config_file,
+            PathBuf::from("/x/herdr/plugins/config/cowbell/config.json")
+        );
     }
 
     #[test]

@@ -33,8 +33,17 @@ pub struct Tab {
 
 impl Tab {
     pub fn from_info(info: &TabInfo) -> Tab {
-        let status = info.agent_status.as_deref().and_then(Status::from_name).unwrap_or(Status::Unknown);
-        Tab { tab_id: info.tab_id.clone(), number: info.number, label: info.label.clone(), status }
+        let status = info
+            .agent_status
+            .as_deref()
+            .and_then(Status::from_name)
+            .unwrap_or(Status::Unknown);
+        Tab {
+            tab_id: info.tab_id.clone(),
+            number: info.number,
+            label: info.label.clone(),
+            status,
+        }
     }
 
     /// herdr names a tab nobody named after its 1-based position.
@@ -118,9 +127,14 @@ impl Tracker {
     /// Decides every tab's label from a fresh `tab.list`.
     pub fn resync(&mut self, listed: &[Tab], settings: &Settings, now: Instant) -> Plan {
         let mut plan = Plan::default();
-        let present: std::collections::BTreeSet<&str> = listed.iter().map(|t| t.tab_id.as_str()).collect();
-        let gone: Vec<String> =
-            self.tabs.keys().filter(|id| !present.contains(id.as_str())).cloned().collect();
+        let present: std::collections::BTreeSet<&str> =
+            listed.iter().map(|t| t.tab_id.as_str()).collect();
+        let gone: Vec<String> = self
+            .tabs
+            .keys()
+            .filter(|id| !present.contains(id.as_str()))
+            .cloned()
+            .collect();
         for tab_id in gone {
             self.tabs.remove(&tab_id);
             plan.notes.push(Note::Dropped { tab_id });
@@ -140,8 +154,17 @@ impl Tracker {
                 if auto_named && !settings.include_auto_named {
                     return;
                 }
-                let base = if auto_named { tab.number.to_string() } else { labeler.strip(&tab.label).to_string() };
-                let record = TabRecord { base, seen: tab.label.clone(), auto_named, ..TabRecord::default() };
+                let base = if auto_named {
+                    tab.number.to_string()
+                } else {
+                    labeler.strip(&tab.label).to_string()
+                };
+                let record = TabRecord {
+                    base,
+                    seen: tab.label.clone(),
+                    auto_named,
+                    ..TabRecord::default()
+                };
                 self.tabs.entry(tab.tab_id.clone()).or_insert(record)
             }
         };
@@ -152,12 +175,16 @@ impl Tracker {
                 // Someone else named the tab: their name is the new base.
                 record.base = labeler.strip(&tab.label).to_string();
                 record.auto_named = false;
-                plan.notes.push(Note::NewBase { tab_id: tab.tab_id.clone(), base: record.base.clone() });
+                plan.notes.push(Note::NewBase {
+                    tab_id: tab.tab_id.clone(),
+                    base: record.base.clone(),
+                });
                 match record.fight.foreign_rename(now, &settings.timing) {
                     Verdict::NotAFight => {}
-                    Verdict::Fight { recent } => {
-                        plan.notes.push(Note::Fight { tab_id: tab.tab_id.clone(), recent })
-                    }
+                    Verdict::Fight { recent } => plan.notes.push(Note::Fight {
+                        tab_id: tab.tab_id.clone(),
+                        recent,
+                    }),
                     Verdict::CooldownStarted { until } => plan.notes.push(Note::Cooldown {
                         tab_id: tab.tab_id.clone(),
                         seconds: until.saturating_duration_since(now).as_secs(),
@@ -172,7 +199,10 @@ impl Tracker {
             // The option was switched off: give the number back and forget.
             let position = tab.number.to_string();
             if tab.label != position {
-                plan.renames.push(Rename { tab_id: tab.tab_id.clone(), label: position });
+                plan.renames.push(Rename {
+                    tab_id: tab.tab_id.clone(),
+                    label: position,
+                });
             }
             self.tabs.remove(&tab.tab_id);
             return;
@@ -187,13 +217,18 @@ impl Tracker {
         if wanted != tab.label {
             record.remember_sent(&wanted, now);
             record.fight.own_rename(now);
-            plan.renames.push(Rename { tab_id: tab.tab_id.clone(), label: wanted });
+            plan.renames.push(Rename {
+                tab_id: tab.tab_id.clone(),
+                label: wanted,
+            });
         }
     }
 
     /// Whether a `tab_renamed` event is the echo of cowbell's own rename.
     pub fn is_echo(&self, tab_id: &str, label: &str, now: Instant, settings: &Settings) -> bool {
-        self.tabs.get(tab_id).is_some_and(|r| r.sent_recently(label, now, settings.echo_memory))
+        self.tabs
+            .get(tab_id)
+            .is_some_and(|r| r.sent_recently(label, now, settings.echo_memory))
     }
 
     /// herdr applied a rename: the tab now carries cowbell's label.
@@ -217,7 +252,10 @@ impl Tracker {
             let wanted = wanted_label(record, settings, self.spinner_frame);
             if wanted != record.seen {
                 record.remember_sent(&wanted, now);
-                renames.push(Rename { tab_id: tab_id.clone(), label: wanted });
+                renames.push(Rename {
+                    tab_id: tab_id.clone(),
+                    label: wanted,
+                });
             }
         }
         renames
@@ -234,7 +272,11 @@ impl Tracker {
 
     /// The earliest end of a running cool-down, when the icon comes back.
     pub fn next_cooldown_end(&self, now: Instant) -> Option<Instant> {
-        self.tabs.values().filter_map(|r| r.fight.cooldown_until).filter(|until| *until > now).min()
+        self.tabs
+            .values()
+            .filter_map(|r| r.fight.cooldown_until)
+            .filter(|until| *until > now)
+            .min()
     }
 
     /// The renames that give every tab its own name back. A label still
@@ -242,7 +284,13 @@ impl Tracker {
     /// an auto-named tab); a label someone else set since keeps their name,
     /// stripped of a leading icon. With `every_tab`, tabs cowbell does not
     /// track lose a leading icon too (remove-icons cleans up after a crash).
-    pub fn restore_plan(&self, listed: &[Tab], labeler: &Labeler, every_tab: bool, now: Instant) -> Vec<Rename> {
+    pub fn restore_plan(
+        &self,
+        listed: &[Tab],
+        labeler: &Labeler,
+        every_tab: bool,
+        now: Instant,
+    ) -> Vec<Rename> {
         let mut renames = Vec::new();
         for tab in listed {
             let target = match self.tabs.get(&tab.tab_id) {
@@ -259,7 +307,10 @@ impl Tracker {
                 None => continue,
             };
             if target != tab.label {
-                renames.push(Rename { tab_id: tab.tab_id.clone(), label: target });
+                renames.push(Rename {
+                    tab_id: tab.tab_id.clone(),
+                    label: target,
+                });
             }
         }
         renames
@@ -292,11 +343,19 @@ mod tests {
     }
 
     fn tab(id: &str, number: u64, label: &str, status: Status) -> Tab {
-        Tab { tab_id: id.into(), number, label: label.into(), status }
+        Tab {
+            tab_id: id.into(),
+            number,
+            label: label.into(),
+            status,
+        }
     }
 
     fn renames(plan: &Plan) -> Vec<(&str, &str)> {
-        plan.renames.iter().map(|r| (r.tab_id.as_str(), r.label.as_str())).collect()
+        plan.renames
+            .iter()
+            .map(|r| (r.tab_id.as_str(), r.label.as_str()))
+            .collect()
     }
 
     /// Applies a plan the way herdr would, confirming each rename.
@@ -323,7 +382,11 @@ mod tests {
         let plan = tracker.resync(&tabs, &s, now);
         assert_eq!(
             renames(&plan),
-            [("w1:t1", "🔴 api"), ("w1:t2", "🔵 docs"), ("w1:t3", "🟡 build")]
+            [
+                ("w1:t1", "🔴 api"),
+                ("w1:t2", "🔵 docs"),
+                ("w1:t3", "🟡 build")
+            ]
         );
         apply(&mut tracker, &mut tabs, &plan.renames);
         assert_eq!(tracker.resync(&tabs, &s, now), Plan::default());
@@ -347,7 +410,12 @@ mod tests {
             let expected = format!("🔴 {}", s.labeler.strip(new_name));
             assert_eq!(renames(&plan), [("w1:t1", expected.as_str())]);
             apply(&mut tracker, &mut tabs, &plan.renames);
-            assert!(tracker.resync(&tabs, &s, now + Duration::from_secs(100)).renames.is_empty());
+            assert!(
+                tracker
+                    .resync(&tabs, &s, now + Duration::from_secs(100))
+                    .renames
+                    .is_empty()
+            );
         }
         assert_eq!(tracker.tabs["w1:t1"].base, "again");
     }
@@ -361,7 +429,12 @@ mod tests {
         let plan = tracker.resync(&tabs, &s, now);
         assert!(tracker.is_echo("w1:t1", "🔴 api", now + Duration::from_secs(1), &s));
         assert!(!tracker.is_echo("w1:t1", "api", now, &s));
-        assert!(!tracker.is_echo("w1:t1", "🔴 api", now + ECHO_MEMORY + Duration::from_secs(1), &s));
+        assert!(!tracker.is_echo(
+            "w1:t1",
+            "🔴 api",
+            now + ECHO_MEMORY + Duration::from_secs(1),
+            &s
+        ));
         // The rename timed out but herdr applied it later: still ours.
         let late = vec![tab("w1:t1", 1, &plan.renames[0].label, Status::Blocked)];
         let plan = tracker.resync(&late, &s, now + Duration::from_secs(5));
@@ -375,9 +448,21 @@ mod tests {
         let s = settings();
         let now = Instant::now();
         let mut tracker = Tracker::default();
-        tracker.resync(&[tab("w1:t1", 1, "a", Status::Idle), tab("w1:t2", 2, "b", Status::Idle)], &s, now);
+        tracker.resync(
+            &[
+                tab("w1:t1", 1, "a", Status::Idle),
+                tab("w1:t2", 2, "b", Status::Idle),
+            ],
+            &s,
+            now,
+        );
         let plan = tracker.resync(&[tab("w1:t2", 1, "b", Status::Idle)], &s, now);
-        assert_eq!(plan.notes, [Note::Dropped { tab_id: "w1:t1".into() }]);
+        assert_eq!(
+            plan.notes,
+            [Note::Dropped {
+                tab_id: "w1:t1".into()
+            }]
+        );
         assert_eq!(tracker.tabs.keys().collect::<Vec<_>>(), ["w1:t2"]);
     }
 
@@ -396,12 +481,18 @@ mod tests {
         s.include_auto_named = true;
         let now = Instant::now();
         let mut tracker = Tracker::default();
-        let mut tabs = vec![tab("w1:t1", 1, "custom", Status::Idle), tab("w1:t2", 2, "2", Status::Blocked)];
+        let mut tabs = vec![
+            tab("w1:t1", 1, "custom", Status::Idle),
+            tab("w1:t2", 2, "2", Status::Blocked),
+        ];
         let plan = tracker.resync(&tabs, &s, now);
         assert_eq!(renames(&plan), [("w1:t2", "🔴 2")]);
         apply(&mut tracker, &mut tabs, &plan.renames);
         // The first tab closes: the auto-named one is now number 1.
-        let mut tabs = vec![Tab { number: 1, ..tabs[1].clone() }];
+        let mut tabs = vec![Tab {
+            number: 1,
+            ..tabs[1].clone()
+        }];
         let plan = tracker.resync(&tabs, &s, now);
         assert_eq!(renames(&plan), [("w1:t2", "🔴 1")]);
         apply(&mut tracker, &mut tabs, &plan.renames);
@@ -459,8 +550,16 @@ mod tests {
         assert!(tracker.tabs["w1:t1"].fight.cooling_down(now));
         assert_eq!(tabs[0].label, "api");
         let end = tracker.next_cooldown_end(now).unwrap();
-        assert_eq!(tracker.resync(&tabs, &s, end - Duration::from_millis(1)).renames, []);
-        assert_eq!(renames(&tracker.resync(&tabs, &s, end)), [("w1:t1", "🔴 api")]);
+        assert_eq!(
+            tracker
+                .resync(&tabs, &s, end - Duration::from_millis(1))
+                .renames,
+            []
+        );
+        assert_eq!(
+            renames(&tracker.resync(&tabs, &s, end)),
+            [("w1:t1", "🔴 api")]
+        );
     }
 
     #[test]
@@ -484,11 +583,19 @@ mod tests {
         tabs[2].number = 2;
         let plan = tracker.restore_plan(&tabs, &s.labeler, false, now);
         assert_eq!(
-            plan.iter().map(|r| (r.tab_id.as_str(), r.label.as_str())).collect::<Vec<_>>(),
+            plan.iter()
+                .map(|r| (r.tab_id.as_str(), r.label.as_str()))
+                .collect::<Vec<_>>(),
             [("w1:t1", "api"), ("w1:t2", "theirs"), ("w1:t3", "2")]
         );
         let plan = tracker.restore_plan(&tabs, &s.labeler, true, now);
-        assert_eq!(plan.last().unwrap(), &Rename { tab_id: "w1:t4".into(), label: "stray".into() });
+        assert_eq!(
+            plan.last().unwrap(),
+            &Rename {
+                tab_id: "w1:t4".into(),
+                label: "stray".into()
+            }
+        );
     }
 
     #[test]
@@ -497,20 +604,32 @@ mod tests {
         s.spinner = true;
         let now = Instant::now();
         let mut tracker = Tracker::default();
-        let mut tabs = vec![tab("w1:t1", 1, "a", Status::Working), tab("w1:t2", 2, "b", Status::Blocked)];
+        let mut tabs = vec![
+            tab("w1:t1", 1, "a", Status::Working),
+            tab("w1:t2", 2, "b", Status::Blocked),
+        ];
         let plan = tracker.resync(&tabs, &s, now);
         apply(&mut tracker, &mut tabs, &plan.renames);
         assert_eq!(tabs[0].label, s.labeler.spinner_label(0, "a"));
         assert!(tracker.spinning(&s, now));
         let tick = tracker.spinner_tick(&s, now);
-        assert_eq!(tick, [Rename { tab_id: "w1:t1".into(), label: s.labeler.spinner_label(1, "a") }]);
+        assert_eq!(
+            tick,
+            [Rename {
+                tab_id: "w1:t1".into(),
+                label: s.labeler.spinner_label(1, "a")
+            }]
+        );
         apply(&mut tracker, &mut tabs, &tick);
         // Spinner frames are not own renames for the fight rules.
         assert_eq!(tracker.tabs["w1:t1"].fight.last_own_rename, Some(now));
         // A user rename in the middle of spinning becomes the base.
         tabs[0].label = "renamed".into();
         let plan = tracker.resync(&tabs, &s, now + Duration::from_secs(60));
-        assert_eq!(renames(&plan), [("w1:t1", s.labeler.spinner_label(1, "renamed").as_str())]);
+        assert_eq!(
+            renames(&plan),
+            [("w1:t1", s.labeler.spinner_label(1, "renamed").as_str())]
+        );
         apply(&mut tracker, &mut tabs, &plan.renames);
         tabs[0].status = Status::Idle;
         tracker.resync(&tabs, &s, now);

@@ -96,7 +96,10 @@ impl Signals {
                 }
             }
         }
-        Ok(Signals { read: File::from(read), _write: write })
+        Ok(Signals {
+            read: File::from(read),
+            _write: write,
+        })
     }
 
     pub fn fd(&self) -> BorrowedFd<'_> {

@@ -61,18 +61,30 @@ pub struct State {
 }
 
 pub fn encode(state: &State) -> String {
-    let file = StateFile { version: VERSION, off: state.off, tabs: state.tabs.clone() };
+    let file = StateFile {
+        version: VERSION,
+        off: state.off,
+        tabs: state.tabs.clone(),
+    };
     json::to_string(&file)
 }
 
 pub fn decode(text: &str) -> Result<State, String> {
     match json::from_str::<StateFile>(text) {
-        Ok(file) if file.version == VERSION => Ok(State { off: file.off, tabs: file.tabs }),
+        Ok(file) if file.version == VERSION => Ok(State {
+            off: file.off,
+            tabs: file.tabs,
+        }),
         Ok(file) => Err(format!("unknown format version {}", file.version)),
         Err(_) => match json::from_str::<VersionOnly>(text) {
-            Ok(VersionOnly { version: Some(v) }) if v != VERSION => Err(format!("unknown format version {v}")),
+            Ok(VersionOnly { version: Some(v) }) if v != VERSION => {
+                Err(format!("unknown format version {v}"))
+            }
             _ => Err(match crate::json_check::locate_error(text) {
-                Some(error) => format!("not JSON: line {}, column {}: {}", error.line, error.column, error.what),
+                Some(error) => format!(
+                    "not JSON: line {}, column {}: {}",
+                    error.line, error.column, error.what
+                ),
                 None => "not a cowbell state file (wrong fields or types)".to_string(),
             }),
         },
@@ -94,7 +106,13 @@ pub fn load(path: &Path, now_unix_secs: u64) -> (State, Option<String>) {
         Err(error) if error.kind() == io::ErrorKind::InvalidData => error.to_string(),
         Err(error) => {
             // Unreadable (permissions, a symlink): leave it where it is.
-            return (State::default(), Some(format!("cannot read {}: {error}; starting empty", path.display())));
+            return (
+                State::default(),
+                Some(format!(
+                    "cannot read {}: {error}; starting empty",
+                    path.display()
+                )),
+            );
         }
     };
     let aside = corrupt_name(path, now_unix_secs);
@@ -102,11 +120,20 @@ pub fn load(path: &Path, now_unix_secs: u64) -> (State, Option<String>) {
         Ok(()) => format!("moved aside to {}", aside.display()),
         Err(error) => format!("could not move it aside: {error}"),
     };
-    (State::default(), Some(format!("{} is corrupt ({problem}); {moved}; starting empty", path.display())))
+    (
+        State::default(),
+        Some(format!(
+            "{} is corrupt ({problem}); {moved}; starting empty",
+            path.display()
+        )),
+    )
 }
 
 fn corrupt_name(path: &Path, now_unix_secs: u64) -> PathBuf {
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("state.json");
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("state.json");
     path.with_file_name(format!("{name}.corrupt-{now_unix_secs}"))
 }
 
@@ -135,15 +162,22 @@ pub struct Clock {
 
 impl Clock {
     pub fn now() -> Clock {
-        let wall_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
-        Clock { mono: Instant::now(), wall_ms }
+        let wall_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        Clock {
+            mono: Instant::now(),
+            wall_ms,
+        }
     }
 
     fn to_wall(self, at: Instant) -> u64 {
         if at >= self.mono {
-            self.wall_ms.saturating_add(at.duration_since(self.mono).as_millis() as u64)
+            self.wall_ms
+                .saturating_add(at.duration_since(self.mono).as_millis() as u64)
         } else {
-            self.wall_ms.saturating_sub(self.mono.duration_since(at).as_millis() as u64)
+            self.wall_ms
+                .saturating_sub(self.mono.duration_since(at).as_millis() as u64)
         }
     }
 
@@ -153,7 +187,8 @@ impl Clock {
         if wall_ms >= self.wall_ms {
             Some(self.mono)
         } else {
-            self.mono.checked_sub(Duration::from_millis(self.wall_ms - wall_ms))
+            self.mono
+                .checked_sub(Duration::from_millis(self.wall_ms - wall_ms))
         }
     }
 
@@ -172,8 +207,14 @@ pub fn to_tracker(state: &State, clock: Clock, timing: &Timing) -> Tracker {
     for (tab_id, entry) in &state.tabs {
         let fight = FightRecord {
             last_own_rename: entry.last_own_rename_ms.and_then(|ms| clock.past(ms)),
-            fights: entry.fights_ms.iter().filter_map(|ms| clock.past(*ms)).collect(),
-            cooldown_until: entry.cooldown_until_ms.and_then(|ms| clock.future(ms, timing.max_cooldown)),
+            fights: entry
+                .fights_ms
+                .iter()
+                .filter_map(|ms| clock.past(*ms))
+                .collect(),
+            cooldown_until: entry
+                .cooldown_until_ms
+                .and_then(|ms| clock.future(ms, timing.max_cooldown)),
             last_cooldown: match (entry.last_cooldown_end_ms, entry.last_cooldown_ms) {
                 (Some(end), Some(length)) => clock
                     .future(end, timing.max_cooldown)
@@ -185,7 +226,11 @@ pub fn to_tracker(state: &State, clock: Clock, timing: &Timing) -> Tracker {
         let record = TabRecord {
             base: entry.base.clone(),
             written: entry.written.clone(),
-            seen: entry.seen.clone().or_else(|| entry.written.clone()).unwrap_or_else(|| entry.base.clone()),
+            seen: entry
+                .seen
+                .clone()
+                .or_else(|| entry.written.clone())
+                .unwrap_or_else(|| entry.base.clone()),
             auto_named: entry.auto_named,
             fight,
             ..TabRecord::default()
@@ -210,7 +255,9 @@ pub fn from_tracker(tracker: &Tracker, off: bool, clock: Clock) -> State {
                 last_own_rename_ms: fight.last_own_rename.map(|at| clock.to_wall(at)),
                 cooldown_until_ms: fight.cooldown_until.map(|at| clock.to_wall(at)),
                 last_cooldown_end_ms: fight.last_cooldown.map(|(end, _)| clock.to_wall(end)),
-                last_cooldown_ms: fight.last_cooldown.map(|(_, length)| length.as_millis() as u64),
+                last_cooldown_ms: fight
+                    .last_cooldown
+                    .map(|(_, length)| length.as_millis() as u64),
                 cooldown_level: fight.level,
             };
             (tab_id.clone(), entry)
@@ -226,7 +273,10 @@ mod tests {
     use std::os::unix::fs::PermissionsExt;
 
     fn sample() -> State {
-        let mut state = State { off: true, ..State::default() };
+        let mut state = State {
+            off: true,
+            ..State::default()
+        };
         state.tabs.insert(
             "w1:t1".into(),
             TabEntry {
@@ -239,7 +289,14 @@ mod tests {
                 ..<TabEntry as Default>::default()
             },
         );
-        state.tabs.insert("w1:t2".into(), TabEntry { base: "2".into(), auto_named: true, ..<TabEntry as Default>::default() });
+        state.tabs.insert(
+            "w1:t2".into(),
+            TabEntry {
+                base: "2".into(),
+                auto_named: true,
+                ..<TabEntry as Default>::default()
+            },
+        );
         state
     }
 
@@ -249,18 +306,28 @@ mod tests {
         let path = temp.0.join("server/state.json");
         let mut last = None;
         assert!(save(&path, &sample(), &mut last).unwrap());
-        assert!(!save(&path, &sample(), &mut last).unwrap(), "unchanged state is not written");
+        assert!(
+            !save(&path, &sample(), &mut last).unwrap(),
+            "unchanged state is not written"
+        );
         assert_eq!(load(&path, 0), (sample(), None));
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
-        let dir_mode = std::fs::metadata(path.parent().unwrap()).unwrap().permissions().mode() & 0o777;
+        let dir_mode = std::fs::metadata(path.parent().unwrap())
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777;
         assert_eq!(dir_mode, 0o700);
     }
 
     #[test]
     fn a_missing_file_is_an_empty_state() {
         let temp = TempDir::new("missing");
-        assert_eq!(load(&temp.0.join("state.json"), 0), (State::default(), None));
+        assert_eq!(
+            load(&temp.0.join("state.json"), 0),
+            (State::default(), None)
+        );
     }
 
     #[test]
@@ -270,8 +337,14 @@ mod tests {
             ("truncated", good.as_bytes()[..good.len() / 2].to_vec()),
             ("empty", Vec::new()),
             ("not json", b"hello".to_vec()),
-            ("wrong types", br#"{"version":1,"off":"yes","tabs":{}}"#.to_vec()),
-            ("future version", br#"{"version":99,"off":false,"tabs":{},"new":1}"#.to_vec()),
+            (
+                "wrong types",
+                br#"{"version":1,"off":"yes","tabs":{}}"#.to_vec(),
+            ),
+            (
+                "future version",
+                br#"{"version":99,"off":false,"tabs":{},"new":1}"#.to_vec(),
+            ),
             ("not utf-8", b"{\"version\":1,\xff}".to_vec()),
             ("huge", vec![b' '; (MAX_STATE_BYTES + 1) as usize]),
         ];
@@ -282,15 +355,25 @@ mod tests {
             let (state, warning) = load(&path, 1234);
             assert_eq!(state, State::default(), "{what}");
             let warning = warning.unwrap_or_else(|| panic!("{what}: no warning"));
-            assert!(warning.contains("corrupt") && warning.contains("corrupt-1234"), "{what}: {warning}");
+            assert!(
+                warning.contains("corrupt") && warning.contains("corrupt-1234"),
+                "{what}: {warning}"
+            );
             assert!(!path.exists(), "{what}");
-            assert_eq!(std::fs::read(temp.0.join("state.json.corrupt-1234")).unwrap(), bytes, "{what}");
+            assert_eq!(
+                std::fs::read(temp.0.join("state.json.corrupt-1234")).unwrap(),
+                bytes,
+                "{what}"
+            );
         }
     }
 
     #[test]
     fn future_versions_are_named_in_the_warning() {
-        assert_eq!(decode(r#"{"version":7}"#), Err("unknown format version 7".to_string()));
+        assert_eq!(
+            decode(r#"{"version":7}"#),
+            Err("unknown format version 7".to_string())
+        );
     }
 
     #[test]
@@ -298,18 +381,28 @@ mod tests {
         let timing = Timing::REAL;
         let before = Clock::now();
         let mut tracker = Tracker::default();
-        let mut record = TabRecord { base: "api".into(), seen: "🔴 api".into(), ..TabRecord::default() };
+        let mut record = TabRecord {
+            base: "api".into(),
+            seen: "🔴 api".into(),
+            ..TabRecord::default()
+        };
         record.fight.cooldown_until = Some(before.mono + Duration::from_secs(60));
         record.fight.fights = vec![before.mono];
         tracker.tabs.insert("w1:t1".into(), record);
         let state = from_tracker(&tracker, false, before);
         // Read back by a process started 10 s later.
-        let later = Clock { mono: before.mono + Duration::from_secs(10), wall_ms: before.wall_ms + 10_000 };
+        let later = Clock {
+            mono: before.mono + Duration::from_secs(10),
+            wall_ms: before.wall_ms + 10_000,
+        };
         let restored = to_tracker(&state, later, &timing);
         let until = restored.tabs["w1:t1"].fight.cooldown_until.unwrap();
         assert_eq!(until.duration_since(later.mono), Duration::from_secs(50));
         // The wall clock jumped back a day: no cool-down of a day.
-        let jumped = Clock { mono: later.mono, wall_ms: before.wall_ms - 86_400_000 };
+        let jumped = Clock {
+            mono: later.mono,
+            wall_ms: before.wall_ms - 86_400_000,
+        };
         let restored = to_tracker(&state, jumped, &timing);
         let until = restored.tabs["w1:t1"].fight.cooldown_until.unwrap();
         assert!(until.duration_since(jumped.mono) <= timing.max_cooldown);

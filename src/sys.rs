@@ -7,9 +7,9 @@
 //! `OwnedFd` so nothing is closed twice or leaked across `exec`.
 
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
 use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
@@ -73,7 +73,10 @@ pub fn connect_unix(path: &Path) -> io::Result<UnixStream> {
     // SAFETY: sockaddr_un is plain old data; all-zero is a valid value.
     let mut address: libc::sockaddr_un = unsafe { std::mem::zeroed() };
     if bytes.len() >= address.sun_path.len() || bytes.contains(&0) {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "socket path too long"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "socket path too long",
+        ));
     }
     address.sun_family = libc::AF_UNIX as libc::sa_family_t;
     for (slot, byte) in address.sun_path.iter_mut().zip(bytes) {
@@ -125,13 +128,23 @@ pub const WRITABLE: libc::c_short = libc::POLLOUT;
 
 /// One entry of a poll set.
 pub fn poll_entry(fd: BorrowedFd<'_>, events: libc::c_short) -> libc::pollfd {
-    libc::pollfd { fd: fd.as_raw_fd(), events, revents: 0 }
+    libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events,
+        revents: 0,
+    }
 }
 
 /// `poll(2)`; an interrupted wait counts as "nothing happened".
 pub fn poll(entries: &mut [libc::pollfd], timeout_ms: libc::c_int) -> io::Result<usize> {
     // SAFETY: the pointer and length describe the caller's live slice.
-    let ret = unsafe { libc::poll(entries.as_mut_ptr(), entries.len() as libc::nfds_t, timeout_ms) };
+    let ret = unsafe {
+        libc::poll(
+            entries.as_mut_ptr(),
+            entries.len() as libc::nfds_t,
+            timeout_ms,
+        )
+    };
     match cvt(ret) {
         Ok(n) => Ok(n as usize),
         Err(error) if error.kind() == io::ErrorKind::Interrupted => Ok(0),
@@ -196,4 +209,3 @@ pub fn kill(pid: u32, signal: libc::c_int) -> io::Result<()> {
     cvt(unsafe { libc::kill(pid, signal) })?;
     Ok(())
 }
-

@@ -1,0 +1,626 @@
+//! The daemon end to end: the real binary against the fake herdr server,
+//! one test per behaviour of the specification's "The daemon", "Resync"
+//! and "Which status a tab shows".
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use support::cowbell::{self, Cowbell};
+use support::fake_herdr::Options;
+
+const SECOND: Duration = Duration::from_secs(1);
+
+/// A running daemon over three named tabs.
+fn running_with_tabs(names: &[&str]) -> (Cowbell, Vec<(String, String)>) {
+    let cb = Cowbell::new();
+    let tabs: Vec<(String, String)> = names.iter().map(|name| cb.tab(Some(name))).collect();
+    cb.startup();
+    cb.wait_for_daemon(2 * SECOND);
+    (cb, tabs)
+}
+
+fn tab_lists(cb: &Cowbell) -> usize {
+    cb.herdr.requests_of("tab.list").len()
+}
+
+#[test]
+fn an_icon_appears_within_a_second_of_a_pane_going_blocked() {
+    let (cb, tabs) = running_with_tabs(&["api"]);
+    let (tab, pane) = &tabs[0];
+    cb.expect_steady(tab, "api", Duration::from_millis(300));
+    let start = Instant::now();
+    cb.herdr.set_status(pane, "blocked");
+    cb.expect_label(tab, "🔴 api", SECOND);
+    assert!(start.elapsed() < SECOND);
+}
+
+#[test]
+fn every_status_shows_its_icon_and_the_roll_up_decides() {
+    let (cb, tabs) = running_with_tabs(&["a", "b", "c"]);
+    let (a, pa) = &tabs[0];
+    let (b, pb) = &tabs[1];
+    let (c, pc) = &tabs[2];
+    cb.herdr.set_status(pa, "working");
+    cb.herdr.set_status(pb, "working");
+    cb.herdr.set_status(pc, "idle");
+    cb.expect_label(a, "🟡 a", 2 * SECOND);
+    cb.expect_label(b, "🟡 b", 2 * SECOND);
+    // An idle pane in an unfocused tab is "done" until someone looks.
+    cb.expect_label(c, "🔵 c", 2 * SECOND);
+    // Blocked beats working within one tab.
+    let extra = cb.herdr.add_pane(a);
+    cb.herdr.set_status(&extra, "blocked");
+    cb.expect_label(a, "🔴 a", 2 * SECOND);
+    // Unknown and idle show no icon.
+    cb.herdr.set_status(pb, "unknown");
+    cb.expect_label(b, "b", 2 * SECOND);
+}
+
+#[test]
+fn done_keeps_its_icon_until_the_tab_is_focused() {
+    let (cb, tabs) = running_with_tabs(&["first", "review"]);
+    let (tab, pane) = &tabs[1];
+    cb.herdr.set_status(pane, "working");
+    cb.expect_label(tab, "🟡 review", 2 * SECOND);
+    cb.herdr.set_status(pane, "idle");
+    cb.expect_label(tab, "🔵 review", 2 * SECOND);
+    cb.expect_steady(tab, "🔵 review", SECOND);
+    cb.herdr.focus_tab(tab);
+    cb.expect_label(tab, "review", 2 * SECOND);
+}
+
+#[test]
+fn a_user_rename_becomes_the_base_with_the_icon_in_front_once() {
+    let (cb, tabs) = running_with_tabs(&["api"]);
+    let (tab, pane) = &tabs[0];
+    cb.herdr.set_status(pane, "blocked");
+    cb.expect_label(tab, "🔴 api", 2 * SECOND);
+    let before = cb.herdr.renames_of(tab);
+    cb.herdr.rename_tab(tab, "frontend");
+    cb.expect_label(tab, "🔴 frontend", 2 * SECOND);
+    // Give the echo time to come back: it must not cause another rename.
+    cb.expect_steady(tab, "🔴 frontend", 2 * SECOND);
+    // The user's rename and cowbell's one answer: exactly one more by cowbell.
+    let by_cowbell = cb.herdr.renames_of(tab) - before;
+    assert_eq!(by_cowbell, 1, "log:\n{}", cb.log());
+    assert!(
+        cb.state_json().contains("\"base\":\"frontend\""),
+        "{}",
+        cb.state_json()
+    );
+}
+
+#[test]
+fn icons_never_double() {
+    let (cb, tabs) = running_with_tabs(&["api"]);
+    let (tab, pane) = &tabs[0];
+    cb.herdr.set_status(pane, "blocked");
+    cb.expect_label(tab, "🔴 api", 2 * SECOND);
+    // Someone (another plugin) copies the label with icons in front.
+    cb.herdr.rename_tab(tab, "🔴 🟡 api");
+    cb.expect_label(tab, "🔴 api", 2 * SECOND);
+    cb.herdr.set_status(pane, "working");
+    cb.expect_label(tab, "🟡 api", 2 * SECOND);
+    cb.expect_steady(tab, "🟡 api", SECOND);
+}
+
+#[test]
+fn a_closed_tab_leaves_state_json() {
+    let (cb, tabs) = running_with_tabs(&["keep", "temp"]);
+    let (temp, pane) = &tabs[1];
+    cb.herdr.set_status(pane, "blocked");
+    cb.expect_label(temp, "🔴 temp", 2 * SECOND);
+    assert!(cb.state_json().contains(temp.as_str()));
+    cb.herdr.close_tab(temp);
+    let deadline = Instant::now() + 2 * SECOND;
+    while cb.state_json().contains(temp.as_str()) {
+        assert!(
+            Instant::now() < deadline,
+            "entry still there: {}",
+            cb.state_json()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(cb.state_json().contains(tabs[0].0.as_str()));
+}
+
+#[test]
+fn a_resync_lists_once_and_renames_only_what_differs() {
+    let cb = Cowbell::with(
+        Options {
+            deliver_interval: Duration::ZERO,
+            ..Options::default()
+        },
+        1.0,
+    );
+    let tabs: Vec<(String, String)> = (0..10).map(|i| cb.tab(Some(&format!("t{i}")))).collect();
+    for (_, pane) in &tabs[..4] {
+        cb.herdr.set_status(pane, "blocked");
+    }
+    cb.startup();
+    for (tab, _) in &tabs[..4] {
+        cb.expect_label(
+            tab,
+            &format!("🔴 {}", cb.herdr.label(tab).trim_start_matches("🔴 ")),
+            2 * SECOND,
+        );
+    }
+    std::thread::sleep(SECOND);
+    cb.herdr.clear_requests();
+    cb.herdr.set_status(&tabs[5].1, "blocked");
+    cb.expect_label(&tabs[5].0, "🔴 t5", 2 * SECOND);
+    std::thread::sleep(SECOND);
+    let requests = cb.herdr.requests();
+    let lists = requests.iter().filter(|r| r.method == "tab.list").count();
+    let renames: Vec<_> = requests
+        .iter()
+        .filter(|r| r.method == "tab.rename")
+        .collect();
+    assert_eq!(lists, 1, "{requests:?}");
+    assert_eq!(renames.len(), 1, "{renames:?}");
+    assert_eq!(
+        renames[0].param("tab_id").as_deref(),
+        Some(tabs[5].0.as_str())
+    );
+}
+
+#[test]
+fn echoes_of_its_own_renames_trigger_nothing() {
+    // Real herdr spreads the echoes of ten renames over about a second.
+    let cb = Cowbell::new();
+    let tabs: Vec<(String, String)> = (0..10).map(|i| cb.tab(Some(&format!("t{i}")))).collect();
+    // The agents are known before the test starts (pane_agent_detected
+    // events are real resync triggers, and arrive one per 100 ms too).
+    for (_, pane) in &tabs {
+        cb.herdr.set_status(pane, "unknown");
+    }
+    cb.startup();
+    cb.wait_for_daemon(2 * SECOND);
+    std::thread::sleep(2 * SECOND);
+    cb.herdr.clear_requests();
+    for (_, pane) in &tabs {
+        cb.herdr.set_status(pane, "blocked");
+    }
+    for (i, (tab, _)) in tabs.iter().enumerate() {
+        cb.expect_label(tab, &format!("🔴 t{i}"), 3 * SECOND);
+    }
+    let lists_after_renames = tab_lists(&cb);
+    // The ten echoes arrive over the next second; none may cause a resync.
+    std::thread::sleep(2 * SECOND);
+    assert_eq!(tab_lists(&cb), lists_after_renames, "log:\n{}", cb.log());
+    assert_eq!(cb.herdr.requests_of("tab.rename").len(), 10);
+}
+
+#[test]
+fn a_steady_stream_of_events_cannot_starve_the_resync() {
+    let cb = Cowbell::with(
+        Options {
+            deliver_interval: Duration::ZERO,
+            ..Options::default()
+        },
+        1.0,
+    );
+    let (tab, pane) = cb.tab(Some("busy"));
+    let (_other, noisy) = cb.tab(Some("noisy"));
+    cb.startup();
+    cb.wait_for_daemon(2 * SECOND);
+    cb.herdr.set_status(&pane, "blocked");
+    // A status change every 20 ms, for longer than a debounce window.
+    let start = Instant::now();
+    let mut flip = false;
+    while start.elapsed() < Duration::from_millis(800) {
+        cb.herdr
+            .set_status(&noisy, if flip { "working" } else { "unknown" });
+        flip = !flip;
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        cb.herdr.label(&tab),
+        "🔴 busy",
+        "the resync waited for the stream to end"
+    );
+    // And the debounce still groups events: far fewer lists than events.
+    assert!(tab_lists(&cb) < 20, "{} tab.list calls", tab_lists(&cb));
+}
+
+#[test]
+fn new_panes_are_subscribed_and_closed_panes_dropped() {
+    let (cb, tabs) = running_with_tabs(&["one"]);
+    let (tab, _) = &tabs[0];
+    std::thread::sleep(Duration::from_millis(500));
+    // A pane created after the daemon started.
+    let late = cb.herdr.add_pane(tab);
+    let (new_tab, new_pane) = cb.tab(Some("two"));
+    std::thread::sleep(Duration::from_millis(500));
+    cb.herdr.set_status(&late, "blocked");
+    cb.herdr.set_status(&new_pane, "working");
+    cb.expect_label(tab, "🔴 one", 2 * SECOND);
+    cb.expect_label(&new_tab, "🟡 two", 2 * SECOND);
+    cb.herdr.close_pane(&late);
+    cb.expect_label(tab, "one", 2 * SECOND);
+    let subscribes = cb.herdr.requests_of("events.subscribe");
+    let last = subscribes.last().unwrap();
+    assert!(
+        !last.line.contains(&format!("\"{late}\"")),
+        "closed pane still subscribed: {}",
+        last.line
+    );
+}
+
+#[test]
+fn tabs_herdr_named_by_position_are_left_alone() {
+    let cb = Cowbell::new();
+    let (auto, auto_pane) = cb.tab(None);
+    let (named, named_pane) = cb.tab(Some("named"));
+    cb.startup();
+    cb.herdr.set_status(&auto_pane, "blocked");
+    cb.herdr.set_status(&named_pane, "blocked");
+    cb.expect_label(&named, "🔴 named", 2 * SECOND);
+    cb.expect_steady(&auto, "1", SECOND);
+    assert!(!cb.state_json().contains(auto.as_str()));
+}
+
+#[test]
+fn a_running_daemon_makes_another_start_a_no_op() {
+    let (cb, _) = running_with_tabs(&["a"]);
+    let pid = cb.wait_for_daemon(SECOND);
+    let outcome = cb.run(&["daemon"]);
+    assert!(outcome.status.success());
+    assert!(
+        outcome.stderr.contains("already runs"),
+        "{}",
+        outcome.stderr
+    );
+    let outcome = cb.watchdog();
+    assert!(outcome.status.success());
+    assert_eq!(outcome.stderr, "", "watchdog is silent");
+    assert_eq!(cb.daemons(), vec![pid]);
+}
+
+#[test]
+fn ten_watchdogs_at_once_leave_exactly_one_daemon() {
+    let cb = Cowbell::new();
+    cb.tab(Some("a"));
+    std::thread::scope(|scope| {
+        let runs: Vec<_> = (0..10).map(|_| scope.spawn(|| cb.watchdog())).collect();
+        for run in runs {
+            let outcome = run.join().unwrap();
+            assert!(outcome.status.success(), "{}", outcome.stderr);
+        }
+    });
+    cb.wait_for_daemon(2 * SECOND);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(cb.daemons().len(), 1, "{:?}", cb.daemons());
+}
+
+#[test]
+fn two_replacing_starts_at_once_leave_exactly_one_daemon() {
+    let (cb, _) = running_with_tabs(&["a"]);
+    std::thread::scope(|scope| {
+        let a = scope.spawn(|| cb.run(&["daemon", "--replace"]));
+        let b = scope.spawn(|| cb.run(&["daemon", "--replace"]));
+        assert!(a.join().unwrap().status.success());
+        assert!(b.join().unwrap().status.success());
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(cb.daemons().len(), 1, "{:?}\n{}", cb.daemons(), cb.log());
+}
+
+#[test]
+fn the_watchdog_restarts_a_killed_daemon_without_losing_bases() {
+    let (cb, tabs) = running_with_tabs(&["api"]);
+    let (tab, pane) = &tabs[0];
+    cb.herdr.set_status(pane, "blocked");
+    cb.expect_label(tab, "🔴 api", 2 * SECOND);
+    let pid = cb.wait_for_daemon(SECOND);
+    cowbell::signal(pid, libc::SIGKILL);
+    assert!(cowbell::wait_dead(pid, 2 * SECOND));
+    let started = Instant::now();
+    let outcome = cb.watchdog();
+    assert!(outcome.status.success());
+    assert!(
+        started.elapsed() < SECOND,
+        "watchdog took {:?}",
+        started.elapsed()
+    );
+    let new_pid = cb.wait_for_daemon(2 * SECOND);
+    assert_ne!(new_pid, pid);
+    cb.herdr.set_status(pane, "working");
+    cb.expect_label(tab, "🟡 api", 2 * SECOND);
+}
+
+#[test]
+fn the_startup_hook_after_a_server_restart_brings_icons_back() {
+    let (mut cb, tabs) = running_with_tabs(&["api", "docs"]);
+    let (api, api_pane) = &tabs[0];
+    let (docs, docs_pane) = &tabs[1];
+    cb.herdr.set_status(api_pane, "blocked");
+    cb.herdr.set_status(docs_pane, "working");
+    cb.expect_label(api, "🔴 api", 2 * SECOND);
+    cb.expect_label(docs, "🟡 docs", 2 * SECOND);
+    let old_pid = cb.wait_for_daemon(SECOND);
+    cb.herdr.stop();
+    cb.herdr.start_again(true);
+    // Agent states are lost in a restart; the agents report again.
+    cb.herdr.set_status(api_pane, "blocked");
+    let start = Instant::now();
+    cb.startup();
+    cb.expect_label(api, "🔴 api", 2 * SECOND);
+    // docs has no status any more: its stale icon goes.
+    cb.expect_label(docs, "docs", 2 * SECOND);
+    assert!(start.elapsed() < 2 * SECOND);
+    assert!(
+        cowbell::wait_dead(old_pid, 2 * SECOND),
+        "the old daemon handed over"
+    );
+    assert_eq!(cb.daemons().len(), 1);
+}
+
+#[test]
+fn the_daemon_reconnects_when_the_server_comes_back() {
+    let cb_scale = 10.0;
+    let mut cb = Cowbell::with(Options::default(), cb_scale);
+    let (tab, pane) = cb.tab(Some("api"));
+    cb.startup();
+    cb.herdr.set_status(&pane, "blocked");
+    cb.expect_label(&tab, "🔴 api", 2 * SECOND);
+    cb.herdr.stop();
+    std::thread::sleep(SECOND);
+    cb.herdr.start_again(true);
+    // No startup hook this time: the daemon's own reconnect does it.
+    cb.herdr.set_status(&pane, "working");
+    cb.expect_label(&tab, "🟡 api", 4 * SECOND);
+    assert!(cb.log().contains("disconnected"), "{}", cb.log());
+}
+
+#[test]
+fn the_daemon_exits_120_seconds_after_the_server_goes_away() {
+    // Scale 60: 120 s become 2 s.
+    let mut cb = Cowbell::with(Options::default(), 60.0);
+    cb.tab(Some("api"));
+    cb.startup();
+    let pid = cb.wait_for_daemon(2 * SECOND);
+    cb.herdr.stop();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(cowbell::alive(pid), "exited too early:\n{}", cb.log());
+    assert!(
+        cowbell::wait_dead(pid, 3 * SECOND),
+        "still running:\n{}",
+        cb.log()
+    );
+    assert!(cb.log().contains("no herdr server for 2 s"), "{}", cb.log());
+}
+
+#[test]
+fn the_heartbeat_notices_a_disabled_plugin_and_restores_names() {
+    // Scale 60: the 60 s heartbeat becomes 1 s.
+    let cb = Cowbell::with(Options::default(), 60.0);
+    let (tab, pane) = cb.tab(Some("api"));
+    cb.startup();
+    let pid = cb.wait_for_daemon(2 * SECOND);
+    cb.herdr.set_status(&pane, "blocked");
+    cb.expect_label(&tab, "🔴 api", 2 * SECOND);
+    cb.herdr.set_plugin("cowbell", false);
+    cb.expect_label(&tab, "api", 3 * SECOND);
+    assert!(cowbell::wait_dead(pid, 2 * SECOND), "{}", cb.log());
+    assert!(cb.log().contains("disabled"), "{}", cb.log());
+}
+
+#[test]
+fn the_heartbeat_notices_an_uninstalled_plugin() {
+    let cb = Cowbell::with(Options::default(), 60.0);
+    let (tab, pane) = cb.tab(Some("api"));
+    cb.startup();
+    let pid = cb.wait_for_daemon(2 * SECOND);
+    cb.herdr.set_status(&pane, "blocked");
+    cb.expect_label(&tab, "🔴 api", 2 * SECOND);
+    cb.herdr.uninstall_plugin("cowbell");
+    cb.expect_label(&tab, "api", 3 * SECOND);
+    assert!(cowbell::wait_dead(pid, 2 * SECOND), "{}", cb.log());
+}
+
+#[test]
+fn the_heartbeat_resyncs_a_quiet_server() {
+    let cb = Cowbell::with(Options::default(), 60.0);
+    cb.tab(Some("api"));
+    cb.startup();
+    cb.wait_for_daemon(2 * SECOND);
+    std::thread::sleep(SECOND);
+    let before = tab_lists(&cb);
+    std::thread::sleep(Duration::from_millis(2500));
+    let beats = tab_lists(&cb) - before;
+    assert!(
+        (1..=4).contains(&beats),
+        "{beats} heartbeat resyncs in 2.5 s at 1 s"
+    );
+    assert!(!cb.herdr.requests_of("plugin.list").is_empty());
+}
+
+/// Every way of stopping gives every tab exactly its original name back.
+fn assert_names_restored(stop: impl FnOnce(&Cowbell)) {
+    let (cb, tabs) = running_with_tabs(&["api", "docs", "🔴 notes"]);
+    let original: Vec<String> = tabs.iter().map(|(tab, _)| cb.herdr.label(tab)).collect();
+    for (_, pane) in &tabs {
+        cb.herdr.set_status(pane, "blocked");
+    }
+    cb.expect_label(&tabs[0].0, "🔴 api", 2 * SECOND);
+    cb.expect_label(&tabs[1].0, "🔴 docs", 2 * SECOND);
+    cb.expect_label(&tabs[2].0, "🔴 notes", 2 * SECOND);
+    let pid = cb.wait_for_daemon(SECOND);
+    stop(&cb);
+    assert!(
+        cowbell::wait_dead(pid, 5 * SECOND),
+        "daemon still runs:\n{}",
+        cb.log()
+    );
+    cb.expect_label(&tabs[0].0, "api", 2 * SECOND);
+    cb.expect_label(&tabs[1].0, "docs", 2 * SECOND);
+    // A name that came with an icon is given back without it.
+    cb.expect_label(&tabs[2].0, "notes", 2 * SECOND);
+    assert_eq!(&original[..2], ["api", "docs"]);
+    assert!(
+        !cb.state_json().contains("\"base\""),
+        "entries left: {}",
+        cb.state_json()
+    );
+}
+
+#[test]
+fn off_restores_every_name() {
+    assert_names_restored(|cb| {
+        let outcome = cb.action("off");
+        assert!(outcome.status.success(), "{}", outcome.stderr);
+    });
+}
+
+#[test]
+fn remove_icons_restores_every_name() {
+    assert_names_restored(|cb| {
+        let outcome = cb.action("remove-icons");
+        assert!(outcome.status.success(), "{}", outcome.stderr);
+    });
+}
+
+#[test]
+fn sigterm_restores_every_name() {
+    assert_names_restored(|cb| cowbell::signal(cb.wait_for_daemon(SECOND), libc::SIGTERM));
+}
+
+#[test]
+fn a_restore_keeps_a_name_someone_gave_after_cowbell() {
+    let (cb, tabs) = running_with_tabs(&["api"]);
+    let (tab, pane) = &tabs[0];
+    cb.herdr.set_status(pane, "blocked");
+    cb.expect_label(tab, "🔴 api", 2 * SECOND);
+    let pid = cb.wait_for_daemon(SECOND);
+    // Stop the loop from reacting, then rename behind its back.
+    cowbell::signal(pid, libc::SIGSTOP);
+    cb.herdr.rename_tab(tab, "🟡 theirs");
+    cowbell::signal(pid, libc::SIGTERM);
+    cowbell::signal(pid, libc::SIGCONT);
+    assert!(cowbell::wait_dead(pid, 5 * SECOND));
+    cb.expect_label(tab, "theirs", 2 * SECOND);
+}
+
+#[test]
+fn off_stays_off_until_on() {
+    let (cb, tabs) = running_with_tabs(&["api"]);
+    let (tab, pane) = &tabs[0];
+    assert!(cb.action("off").status.success());
+    assert!(cb.wait_for_no_daemon(3 * SECOND));
+    // Neither the watchdog nor the startup hook starts anything while off.
+    assert!(cb.watchdog().status.success());
+    assert!(cb.run(&["daemon", "--replace"]).status.success());
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(cb.daemons().is_empty());
+    cb.herdr.set_status(pane, "blocked");
+    cb.expect_steady(tab, "api", SECOND);
+    let outcome = cb.action("on");
+    assert!(outcome.status.success(), "{}", outcome.stderr);
+    cb.expect_label(tab, "🔴 api", 2 * SECOND);
+}
+
+#[test]
+fn remove_icons_works_without_a_daemon_and_cleans_up_after_a_crash() {
+    let (cb, tabs) = running_with_tabs(&["api", "docs"]);
+    for (_, pane) in &tabs {
+        cb.herdr.set_status(pane, "blocked");
+    }
+    cb.expect_label(&tabs[0].0, "🔴 api", 2 * SECOND);
+    cb.expect_label(&tabs[1].0, "🔴 docs", 2 * SECOND);
+    let pid = cb.wait_for_daemon(SECOND);
+    cowbell::signal(pid, libc::SIGKILL);
+    assert!(cowbell::wait_dead(pid, 2 * SECOND));
+    // A tab cowbell never knew, with an icon of another preset.
+    let (stray, _) = cb.tab(Some("[!] stray"));
+    let outcome = cb.action("remove-icons");
+    assert!(outcome.status.success(), "{}", outcome.stderr);
+    assert_eq!(cb.herdr.label(&tabs[0].0), "api");
+    assert_eq!(cb.herdr.label(&tabs[1].0), "docs");
+    assert_eq!(cb.herdr.label(&stray), "stray");
+}
+
+#[test]
+fn sighup_reloads_the_configuration() {
+    let (cb, tabs) = running_with_tabs(&["api"]);
+    let (tab, pane) = &tabs[0];
+    cb.herdr.set_status(pane, "blocked");
+    cb.expect_label(tab, "🔴 api", 2 * SECOND);
+    cb.write_config(r#"{"preset": "ascii"}"#);
+    cowbell::signal(cb.wait_for_daemon(SECOND), libc::SIGHUP);
+    cb.expect_label(tab, "[!] api", 2 * SECOND);
+}
+
+#[test]
+fn sync_does_one_resync_without_a_daemon() {
+    let cb = Cowbell::new();
+    let (tab, pane) = cb.tab(Some("api"));
+    cb.herdr.set_status(&pane, "blocked");
+    let outcome = cb.run(&["sync"]);
+    assert!(outcome.status.success(), "{}", outcome.stderr);
+    assert_eq!(cb.herdr.label(&tab), "🔴 api");
+    assert!(cb.daemons().is_empty());
+    assert_eq!(cb.herdr.requests_of("tab.list").len(), 1);
+}
+
+#[test]
+fn status_reports_the_daemon_the_server_and_every_tab() {
+    let (cb, tabs) = running_with_tabs(&["api"]);
+    let (tab, pane) = &tabs[0];
+    cb.herdr.set_status(pane, "blocked");
+    cb.expect_label(tab, "🔴 api", 2 * SECOND);
+    let pid = cb.wait_for_daemon(SECOND);
+    let outcome = cb.run(&["status"]);
+    assert!(outcome.status.success());
+    assert!(
+        outcome.stdout.contains(&format!("running (pid {pid})")),
+        "{}",
+        outcome.stdout
+    );
+    assert!(
+        outcome.stdout.contains("base \"api\""),
+        "{}",
+        outcome.stdout
+    );
+    assert!(outcome.stdout.contains("blocked"), "{}", outcome.stdout);
+    let json = cb.run(&["status", "--json"]).stdout;
+    assert!(
+        json.contains("\"daemon_running\":true") && json.contains("\"base\":\"api\""),
+        "{json}"
+    );
+    // The menu action also shows a one-line summary in herdr.
+    let outcome = cb.action("status");
+    assert!(outcome.status.success());
+    let notes = cb.herdr.notifications();
+    assert_eq!(notes.len(), 1);
+    assert!(
+        notes[0]
+            .body
+            .as_deref()
+            .unwrap_or("")
+            .contains("daemon running"),
+        "{notes:?}"
+    );
+}
+
+#[test]
+fn short_commands_say_clearly_when_there_is_no_server() {
+    let mut cb = Cowbell::new();
+    cb.herdr.stop();
+    let outcome = cb.run(&["sync"]);
+    assert_eq!(outcome.status.code(), Some(3));
+    assert!(
+        outcome.stderr.starts_with("cowbell: herdr server at"),
+        "{}",
+        outcome.stderr
+    );
+    assert_eq!(outcome.stderr.lines().count(), 1, "{}", outcome.stderr);
+    std::fs::write(&cb.socket, b"not a socket").unwrap();
+    let outcome = cb.run(&["sync"]);
+    assert!(
+        outcome.stderr.contains("not a socket"),
+        "{}",
+        outcome.stderr
+    );
+}

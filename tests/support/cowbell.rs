@@ -1,0 +1,274 @@
+//! A cowbell installation against a fake herdr: temp directories, the real
+//! binary run the way herdr runs hooks and actions, and looks at the
+//! daemon (pidfile, log, state.json). Dropping it kills any daemon left.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use super::fake_herdr::{FakeHerdr, Options};
+use super::hooks::{self, HookOutcome};
+use super::tempdir::TempDir;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_cowbell");
+
+pub struct Cowbell {
+    pub herdr: FakeHerdr,
+    pub dir: TempDir,
+    pub socket: PathBuf,
+    pub state_dir: PathBuf,
+    pub config_dir: PathBuf,
+    pub plugin_root: PathBuf,
+    /// `COWBELL_TIME_SCALE` for every command run.
+    pub scale: f64,
+    pub workspace: String,
+}
+
+impl Cowbell {
+    pub fn new() -> Cowbell {
+        Cowbell::with(Options::default(), 1.0)
+    }
+
+    /// With herdr's delivery options and a time scale (N > 1 divides every
+    /// duration of the specification by N).
+    pub fn with(options: Options, scale: f64) -> Cowbell {
+        let dir = TempDir::new();
+        let socket = dir.join("herdr.sock");
+        let herdr = FakeHerdr::start_with(&socket, options);
+        let workspace = herdr.add_workspace("alpha");
+        let state_dir = dir.join("state");
+        let config_dir = dir.join("config");
+        std::fs::create_dir_all(&config_dir).unwrap();
+        let plugin_root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+        Cowbell {
+            herdr,
+            dir,
+            socket,
+            state_dir,
+            config_dir,
+            plugin_root,
+            scale,
+            workspace,
+        }
+    }
+
+    pub fn env(&self, event: &str) -> Vec<(String, String)> {
+        let mut env = hooks::herdr_env(
+            &self.socket,
+            &self.state_dir,
+            &self.config_dir,
+            &self.plugin_root,
+            event,
+        );
+        env.push(("COWBELL_TIME_SCALE".into(), self.scale.to_string()));
+        env
+    }
+
+    /// Runs `cowbell <args>` as herdr runs a hook: pipes read to end of
+    /// file, and a failure if a daemon kept them open.
+    pub fn run(&self, args: &[&str]) -> HookOutcome {
+        self.run_as(args, "startup")
+    }
+
+    pub fn run_as(&self, args: &[&str], event: &str) -> HookOutcome {
+        let mut argv = vec![BIN];
+        argv.extend_from_slice(args);
+        hooks::run_hook(&self.plugin_root, &argv, &self.env(event))
+    }
+
+    /// Runs a menu action (sets HERDR_PLUGIN_ACTION_ID like herdr does).
+    pub fn action(&self, id: &str) -> HookOutcome {
+        let mut env = self.env("action");
+        env.push(("HERDR_PLUGIN_ACTION_ID".into(), id.into()));
+        hooks::run_hook(&self.plugin_root, &[BIN, id], &env)
+    }
+
+    /// The startup hook, as herdr runs it on every server start.
+    pub fn startup(&self) -> HookOutcome {
+        let outcome = self.run(&["daemon", "--replace"]);
+        assert!(
+            outcome.status.success(),
+            "startup hook failed: {}",
+            outcome.stderr
+        );
+        outcome
+    }
+
+    pub fn watchdog(&self) -> HookOutcome {
+        self.run_as(&["watchdog"], "pane.agent_detected")
+    }
+
+    /// The per-server directory (there is exactly one server here).
+    pub fn server_dir(&self) -> PathBuf {
+        let entries: Vec<PathBuf> = std::fs::read_dir(&self.state_dir)
+            .map(|dir| {
+                dir.filter_map(|e| e.ok())
+                    .map(|e| e.path())
+                    .filter(|p| p.is_dir())
+                    .collect()
+            })
+            .unwrap_or_default();
+        assert!(
+            entries.len() <= 1,
+            "more than one server directory: {entries:?}"
+        );
+        entries
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| self.state_dir.join("missing"))
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.server_dir().join("cowbell.log")).unwrap_or_default()
+    }
+
+    pub fn state_json(&self) -> String {
+        std::fs::read_to_string(self.server_dir().join("state.json")).unwrap_or_default()
+    }
+
+    pub fn write_config(&self, json: &str) {
+        std::fs::write(self.config_dir.join("config.json"), json).unwrap();
+    }
+
+    /// The pid in the pidfile, if that process is alive.
+    pub fn daemon_pid(&self) -> Option<u32> {
+        let text = std::fs::read_to_string(self.server_dir().join("cowbell.pid")).ok()?;
+        let pid: u32 = text.trim().parse().ok()?;
+        alive(pid).then_some(pid)
+    }
+
+    /// Waits for a daemon to be up (pid written and alive).
+    pub fn wait_for_daemon(&self, timeout: Duration) -> u32 {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(pid) = self.daemon_pid() {
+                return pid;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no daemon after {timeout:?}; log:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Every live process that is a cowbell daemon for this test's sockets.
+    pub fn daemons(&self) -> Vec<u32> {
+        let mut pids = Vec::new();
+        let Ok(proc_dir) = std::fs::read_dir("/proc") else {
+            return pids;
+        };
+        let needle = self.socket.to_string_lossy().into_owned();
+        for entry in proc_dir.filter_map(|e| e.ok()) {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|s| s.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            if !cmdline.starts_with(BIN.as_bytes()) {
+                continue;
+            }
+            let environ = std::fs::read(entry.path().join("environ")).unwrap_or_default();
+            let environ = String::from_utf8_lossy(&environ);
+            let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+            let zombie = stat
+                .rsplit(')')
+                .next()
+                .is_some_and(|rest| rest.trim_start().starts_with('Z'));
+            if !zombie
+                && environ
+                    .split('\0')
+                    .any(|kv| kv == format!("HERDR_SOCKET_PATH={needle}"))
+            {
+                pids.push(pid);
+            }
+        }
+        pids
+    }
+
+    pub fn wait_for_no_daemon(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if self.daemons().is_empty() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+
+    pub fn tab(&self, name: Option<&str>) -> (String, String) {
+        let tab = self.herdr.add_tab(&self.workspace, name);
+        let pane = self.herdr.panes_of(&tab)[0].clone();
+        (tab, pane)
+    }
+
+    /// Waits until the tab's label is `label`; fails with the log if not.
+    pub fn expect_label(&self, tab: &str, label: &str, timeout: Duration) {
+        let ok = self.herdr.wait_until(timeout, |s| s.label(tab) == label);
+        assert!(
+            ok,
+            "tab {tab}: expected {label:?}, have {:?} after {timeout:?}\nlog:\n{}",
+            self.herdr.label(tab),
+            self.log()
+        );
+    }
+
+    /// Asserts the label stays `label` for `period`.
+    pub fn expect_steady(&self, tab: &str, label: &str, period: Duration) {
+        let deadline = Instant::now() + period;
+        while Instant::now() < deadline {
+            assert_eq!(
+                self.herdr.label(tab),
+                label,
+                "tab {tab} changed; log:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Cowbell {
+    fn drop(&mut self) {
+        for pid in self.daemons() {
+            signal(pid, libc::SIGKILL);
+        }
+    }
+}
+
+pub fn alive(pid: u32) -> bool {
+    // SAFETY: signal 0 only checks that the process exists.
+    unsafe { libc::kill(pid as libc::pid_t, 0) == 0 }
+}
+
+pub fn signal(pid: u32, signal: libc::c_int) {
+    // SAFETY: kill takes no pointers.
+    unsafe { libc::kill(pid as libc::pid_t, signal) };
+}
+
+pub fn wait_dead(pid: u32, timeout: Duration) -> bool {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if !alive(pid) || is_zombie(pid) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    false
+}
+
+fn is_zombie(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat.rsplit(')')
+        .next()
+        .is_some_and(|rest| rest.trim_start().starts_with('Z'))
+}
+
+pub fn path_str(path: &Path) -> String {
+    path.to_string_lossy().into_owned()
+}
