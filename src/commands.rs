@@ -164,6 +164,7 @@ pub fn sync(paths: &Paths) -> Result<u8, Error> {
         labeler: loaded.config.labeler(),
         include_auto_named: loaded.config.include_auto_named,
         spinner: false,
+        spinner_interval: std::time::Duration::from_millis(500),
         timing: Timing::REAL,
         echo_memory: ECHO_MEMORY,
     };

@@ -192,11 +192,7 @@ fn run(paths: &Paths, mut lock: Lock, foreground: bool) -> u8 {
     if let Err(error) = lock.write_pid() {
         log.line(&format!("cannot write the pidfile: {error}"));
     }
-    let scale = std::env::var("COWBELL_TIME_SCALE")
-        .ok()
-        .and_then(|s| s.parse::<f64>().ok())
-        .unwrap_or(1.0);
-    let durations = Durations::scaled(scale);
+    let durations = Durations::from_env();
     let code = EventLoop::new(paths.clone(), log, signals, durations).run();
     drop(lock);
     code

@@ -48,6 +48,13 @@ pub struct Durations {
 }
 
 impl Durations {
+    /// The durations for this run: `COWBELL_TIME_SCALE=N` (N > 1, a
+    /// test-only knob) divides each one by N. Nothing else reads it.
+    pub fn from_env() -> Durations {
+        let scale = std::env::var("COWBELL_TIME_SCALE").ok().and_then(|s| s.parse::<f64>().ok());
+        Durations::scaled(scale.unwrap_or(1.0))
+    }
+
     pub fn scaled(scale: f64) -> Durations {
         let scale = if scale.is_finite() && scale > 1.0 {
             scale
@@ -227,6 +234,7 @@ fn settings_from(config: &Config, durations: &Durations) -> Settings {
         labeler: config.labeler(),
         include_auto_named: config.include_auto_named,
         spinner: config.spinner,
+        spinner_interval: Duration::from_millis(config.spinner_interval_ms).div_f64(durations.scale),
         timing: durations.fight_timing,
         echo_memory: ECHO_MEMORY,
     }
@@ -238,7 +246,6 @@ impl EventLoop {
         for problem in &loaded.problems {
             log.line(&format!("config: {}", problem.message));
         }
-        let spinner_interval = Duration::from_millis(loaded.config.spinner_interval_ms);
         let settings = settings_from(&loaded.config, &durations);
         let now_secs = Clock::now().wall_ms / 1000;
         let (saved, warning) = state::load(&paths.state_file(), now_secs);
@@ -246,7 +253,6 @@ impl EventLoop {
             log.line(&format!("state: {warning}"));
         }
         let tracker = state::to_tracker(&saved, Clock::now(), &durations.fight_timing);
-        let _ = spinner_interval;
         EventLoop {
             paths,
             log,
@@ -279,10 +285,6 @@ impl EventLoop {
         }
     }
 
-    fn spinner_interval(&self) -> Duration {
-        let config = config::load(&self.paths.config_file).config;
-        Duration::from_millis(config.spinner_interval_ms).div_f64(self.durations.scale)
-    }
 
     /// Runs until the daemon should exit; returns the exit code.
     pub fn run(mut self) -> u8 {
@@ -484,7 +486,7 @@ impl EventLoop {
             && self.connected
             && self.tracker.spinning(&self.settings, now)
         {
-            self.spinner_deadline = Some(now + self.spinner_interval());
+            self.spinner_deadline = Some(now + self.settings.spinner_interval);
         } else if !self.tracker.spinning(&self.settings, now) {
             self.spinner_deadline = None;
         }

@@ -58,6 +58,8 @@ pub struct Settings {
     pub labeler: Labeler,
     pub include_auto_named: bool,
     pub spinner: bool,
+    /// One spinner frame (the loop's deadline; the core only counts frames).
+    pub spinner_interval: Duration,
     pub timing: Timing,
     pub echo_memory: Duration,
 }
@@ -337,6 +339,7 @@ mod tests {
             labeler: Labeler::new(preset, &Default::default(), " "),
             include_auto_named: false,
             spinner: false,
+            spinner_interval: Duration::from_millis(500),
             timing: Timing::REAL,
             echo_memory: ECHO_MEMORY,
         }
