@@ -193,6 +193,9 @@ build_tiny() {
     fi
 
     tiny_dir=$target_root/tiny
+    # A panic aborts at once in the tiny build, so nothing ever unwinds:
+    # unwind tables (about 40 KiB) are dead weight.
+    RUSTFLAGS="${RUSTFLAGS:+$RUSTFLAGS }-C force-unwind-tables=no"
     if rustc +nightly -Zunstable-options -Cpanic=immediate-abort --print cfg >/dev/null 2>&1; then
         say "building tiny binary (nightly, -Z build-std=std,panic_abort, -Zunstable-options -Cpanic=immediate-abort, --target $ttriple)"
         CARGO_TARGET_DIR=$tiny_dir \

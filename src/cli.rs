@@ -172,7 +172,8 @@ fn parse(mut parser: lexopt::Parser) -> Result<Command, UsageError> {
         "help" => no_more(parser, Command::Help(HELP), HELP),
         "version" => no_more(parser, Command::Version, HELP),
         other => Err(UsageError(format!(
-            "unknown command {other:?}; try `cowbell --help`"
+            "unknown command {}; try `cowbell --help`",
+            crate::log::quote(other)
         ))),
     }
 }

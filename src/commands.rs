@@ -14,10 +14,10 @@ use crate::config;
 use crate::daemon::{self, Holder, Lock, Started};
 use crate::error::Error;
 use crate::fights::Timing;
-use crate::files;
+
 use crate::herdr::{self, Message, TabInfo};
 use crate::labels;
-use crate::log::utc_timestamp;
+use crate::log::{quote, utc_timestamp};
 use crate::paths::Paths;
 use crate::resync::{ECHO_MEMORY, Settings, Tab};
 use crate::state::{self, Clock, State};
@@ -198,7 +198,7 @@ fn list_tabs(paths: &Paths) -> Result<Vec<Tab>, Error> {
         Message::Tabs(infos) => Ok(infos.iter().map(Tab::from_info).collect()),
         other => Err(Error::Herdr {
             what: server_what(paths),
-            why: format!("unexpected answer to tab.list: {other:?}"),
+            why: format!("unexpected answer to tab.list: {}", other.kind()),
         }),
     }
 }
@@ -223,16 +223,8 @@ fn check_socket(paths: &Paths) -> Result<(), Error> {
     }
 }
 
-/// The state as the file holds it, without moving a corrupt file aside
-/// (that is the daemon's call).
 fn read_state(paths: &Paths) -> State {
-    match files::read_capped(&paths.state_file(), 8 << 20) {
-        Ok(Some(bytes)) => std::str::from_utf8(&bytes)
-            .ok()
-            .and_then(|t| state::decode(t).ok())
-            .unwrap_or_default(),
-        _ => State::default(),
-    }
+    state::peek(&paths.state_file())
 }
 
 fn write_state(paths: &Paths, state: &State) -> Result<(), Error> {
@@ -336,7 +328,7 @@ fn list_tabs_raw(paths: &Paths) -> Result<Vec<TabInfo>, Error> {
         Message::Tabs(infos) => Ok(infos),
         other => Err(Error::Herdr {
             what: server_what(paths),
-            why: format!("unexpected answer: {other:?}"),
+            why: format!("unexpected answer: {}", other.kind()),
         }),
     }
 }
@@ -405,10 +397,14 @@ fn status_text(report: &StatusReport, summary: &str) -> String {
         let base = tab
             .base
             .as_deref()
-            .map_or("(not tracked)".to_string(), |b| format!("base {b:?}"));
+            .map_or("(not tracked)".to_string(), |b| {
+                format!("base {}", quote(b))
+            });
         text.push_str(&format!(
-            "  {:<8} {:<10} {:?} {base}",
-            tab.tab_id, tab.status, tab.label
+            "  {:<8} {:<10} {} {base}",
+            tab.tab_id,
+            tab.status,
+            quote(&tab.label)
         ));
         if tab.fights > 0 {
             text.push_str(&format!(", {} fights", tab.fights));

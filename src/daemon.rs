@@ -126,8 +126,7 @@ pub fn start(paths: &Paths, replace: bool, foreground: bool) -> io::Result<Start
             Err(newer) => return Ok(Started::AlreadyRunning(newer)),
         },
     };
-    let now_secs = state::Clock::now().wall_ms / 1000;
-    if state::load(&paths.state_file(), now_secs).0.off {
+    if state::peek(&paths.state_file()).off {
         return Ok(Started::Off);
     }
     if !foreground {

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use crate::config::{self, Config};
 use crate::fights::Timing;
 use crate::herdr::{self, LineBuffer, Message};
-use crate::log::Log;
+use crate::log::{Log, quote};
 use crate::paths::Paths;
 use crate::resync::{ECHO_MEMORY, Note, Rename, Settings, Tab, Tracker};
 use crate::signals::{self, Signals};
@@ -32,6 +32,8 @@ const IDLE_EXIT: Duration = Duration::from_secs(120);
 const HEARTBEAT: Duration = Duration::from_secs(60);
 /// How long a stop may take to restore names before giving up.
 const STOP_GRACE: Duration = Duration::from_secs(10);
+/// After a failed request, the resync that tries again.
+const RETRY: Duration = Duration::from_secs(1);
 /// Requests open at once; herdr serves each on its own connection.
 const MAX_IN_FLIGHT: usize = 16;
 
@@ -44,29 +46,27 @@ pub struct Durations {
     pub idle_exit: Duration,
     pub heartbeat: Duration,
     pub fight_timing: Timing,
-    pub scale: f64,
+    pub scale: u32,
 }
 
 impl Durations {
     /// The durations for this run: `COWBELL_TIME_SCALE=N` (N > 1, a
     /// test-only knob) divides each one by N. Nothing else reads it.
     pub fn from_env() -> Durations {
-        let scale = std::env::var("COWBELL_TIME_SCALE").ok().and_then(|s| s.parse::<f64>().ok());
-        Durations::scaled(scale.unwrap_or(1.0))
+        let scale = std::env::var("COWBELL_TIME_SCALE")
+            .ok()
+            .and_then(|s| s.trim().parse::<u32>().ok());
+        Durations::scaled(scale.unwrap_or(1))
     }
 
-    pub fn scaled(scale: f64) -> Durations {
-        let scale = if scale.is_finite() && scale > 1.0 {
-            scale
-        } else {
-            1.0
-        };
+    pub fn scaled(scale: u32) -> Durations {
+        let scale = scale.max(1);
         Durations {
-            debounce: DEBOUNCE.div_f64(scale),
-            backoff_first: BACKOFF_FIRST.div_f64(scale),
-            backoff_max: BACKOFF_MAX.div_f64(scale),
-            idle_exit: IDLE_EXIT.div_f64(scale),
-            heartbeat: HEARTBEAT.div_f64(scale),
+            debounce: DEBOUNCE / scale,
+            backoff_first: BACKOFF_FIRST / scale,
+            backoff_max: BACKOFF_MAX / scale,
+            idle_exit: IDLE_EXIT / scale,
+            heartbeat: HEARTBEAT / scale,
             fight_timing: Timing::scaled(scale),
             scale,
         }
@@ -216,6 +216,7 @@ pub struct EventLoop {
     heartbeat_deadline: Option<Instant>,
     spinner_deadline: Option<Instant>,
     cooldown_deadline: Option<Instant>,
+    retry_deadline: Option<Instant>,
 
     /// A resync runs from its `tab.list` until its last rename is answered.
     resync_running: bool,
@@ -234,7 +235,7 @@ fn settings_from(config: &Config, durations: &Durations) -> Settings {
         labeler: config.labeler(),
         include_auto_named: config.include_auto_named,
         spinner: config.spinner,
-        spinner_interval: Duration::from_millis(config.spinner_interval_ms).div_f64(durations.scale),
+        spinner_interval: Duration::from_millis(config.spinner_interval_ms) / durations.scale,
         timing: durations.fight_timing,
         echo_memory: ECHO_MEMORY,
     }
@@ -274,6 +275,7 @@ impl EventLoop {
             heartbeat_deadline: None,
             spinner_deadline: None,
             cooldown_deadline: None,
+            retry_deadline: None,
             resync_running: false,
             resync_wanted: false,
             panes_wanted: false,
@@ -284,7 +286,6 @@ impl EventLoop {
             request_counter: 0,
         }
     }
-
 
     /// Runs until the daemon should exit; returns the exit code.
     pub fn run(mut self) -> u8 {
@@ -310,21 +311,15 @@ impl EventLoop {
                 continue;
             }
             let now = Instant::now();
-            // Requests are removed while handling, so walk them from the end.
-            let mut ready: Vec<(Source, libc::c_short)> = entries
-                .iter()
-                .zip(&sources)
-                .filter(|(entry, _)| entry.revents != 0)
-                .map(|(entry, source)| (*source, entry.revents))
-                .collect();
-            ready.sort_by_key(|(source, _)| match source {
-                Source::Signals => (0, 0),
-                Source::Lifecycle => (1, 0),
-                Source::Status => (2, 0),
-                Source::Request(index) => (3, usize::MAX - index),
-            });
-            for (source, revents) in ready {
-                match source {
+            // The set lists requests last, in index order; walking it
+            // backwards lets a handled request be swap_removed without
+            // moving one that is still to be handled.
+            for (entry, source) in entries.iter().zip(&sources).rev() {
+                let revents = entry.revents;
+                if revents == 0 {
+                    continue;
+                }
+                match *source {
                     Source::Signals => self.on_signals(now),
                     Source::Lifecycle => self.on_lifecycle_ready(revents, now),
                     Source::Status => self.on_status_ready(revents, now),
@@ -380,6 +375,7 @@ impl EventLoop {
             self.heartbeat_deadline,
             self.spinner_deadline,
             self.cooldown_deadline,
+            self.retry_deadline,
             stop,
             self.lifecycle.as_ref().and_then(|s| s.ack_deadline),
             self.status.as_ref().and_then(|s| s.ack_deadline),
@@ -415,7 +411,7 @@ impl EventLoop {
         if due(self.idle_exit_deadline) {
             self.log.line(&format!(
                 "no herdr server for {} s: exiting (the next server start brings cowbell back)",
-                self.durations.idle_exit.as_secs_f64()
+                self.durations.idle_exit.as_secs()
             ));
             self.exit_code = Some(0);
             return;
@@ -459,6 +455,10 @@ impl EventLoop {
             self.debounce_deadline = None;
             self.begin_resync();
         }
+        if due(self.retry_deadline) {
+            self.retry_deadline = None;
+            self.begin_resync();
+        }
         if due(self.heartbeat_deadline) {
             self.heartbeat_deadline = None;
             if self.connected && self.stop.is_none() {
@@ -472,10 +472,8 @@ impl EventLoop {
         }
         if due(self.spinner_deadline) {
             self.spinner_deadline = None;
-            if self.connected && self.stop.is_none() {
-                let renames = self.tracker.spinner_tick(&self.settings, now);
-                self.queue_renames(renames, false);
-            }
+            self.tracker.advance_spinner();
+            self.begin_resync();
         }
         self.arm_spinner(now);
         self.cooldown_deadline = self.tracker.next_cooldown_end(now);
@@ -527,8 +525,8 @@ impl EventLoop {
 
     fn connect_failed(&mut self, why: &str, now: Instant) {
         self.log.line(&format!(
-            "{why}; retrying in {:.1} s",
-            self.backoff.as_secs_f64()
+            "{why}; retrying in {} ms",
+            self.backoff.as_millis()
         ));
         self.reconnect_deadline = Some(now + self.backoff);
         self.backoff = (self.backoff * 2).min(self.durations.backoff_max);
@@ -548,6 +546,7 @@ impl EventLoop {
         self.resync_running = false;
         self.renames_outstanding = 0;
         self.debounce_deadline = None;
+        self.retry_deadline = None;
         self.heartbeat_deadline = None;
         self.spinner_deadline = None;
         self.save();
@@ -899,12 +898,14 @@ impl EventLoop {
             ) => {
                 self.renames_made += 1;
                 if restore {
-                    self.log.line(&format!("restored {tab_id} as {label:?}"));
+                    self.log
+                        .line(&format!("restored {tab_id} as {}", quote(&label)));
                     self.tracker.tabs.remove(&tab_id);
                     self.renames_outstanding = self.renames_outstanding.saturating_sub(1);
                     self.maybe_finish_restore();
                 } else {
-                    self.log.line(&format!("renamed {tab_id} to {label:?}"));
+                    self.log
+                        .line(&format!("renamed {tab_id} to {}", quote(&label)));
                     self.tracker.confirm(&tab_id, &label);
                     self.rename_done(now);
                 }
@@ -924,8 +925,9 @@ impl EventLoop {
             }
             (purpose, message) => {
                 self.log.line(&format!(
-                    "{}: unexpected answer {message:?}",
-                    describe(&purpose)
+                    "{}: unexpected answer {}",
+                    describe(&purpose),
+                    message.kind()
                 ));
                 self.request_failed(purpose, now);
             }
@@ -937,8 +939,7 @@ impl EventLoop {
         match purpose {
             Purpose::ListTabs { restore: false } => {
                 self.resync_running = false;
-                self.open_debounce(now);
-                self.heartbeat_deadline = Some(now + self.durations.heartbeat);
+                self.retry_deadline.get_or_insert(now + RETRY);
             }
             Purpose::ListTabs { restore: true } => {
                 self.log
@@ -949,8 +950,16 @@ impl EventLoop {
                 self.renames_outstanding = self.renames_outstanding.saturating_sub(1);
                 self.maybe_finish_restore();
             }
-            Purpose::Rename { restore: false, .. } => self.rename_done(now),
-            Purpose::ListPanes => self.panes_wanted = true,
+            Purpose::Rename { restore: false, .. } => {
+                // Look again soon: herdr may have applied it after all, or
+                // may answer the next time.
+                self.retry_deadline.get_or_insert(now + RETRY);
+                self.rename_done(now);
+            }
+            Purpose::ListPanes => {
+                self.panes_wanted = true;
+                self.retry_deadline.get_or_insert(now + RETRY);
+            }
             Purpose::ListPlugins => {}
         }
     }
@@ -1040,7 +1049,10 @@ fn describe(purpose: &Purpose) -> String {
 fn describe_note(note: &Note) -> String {
     match note {
         Note::NewBase { tab_id, base } => {
-            format!("{tab_id} renamed by someone else: base is now {base:?}")
+            format!(
+                "{tab_id} renamed by someone else: base is now {}",
+                quote(base)
+            )
         }
         Note::Fight { tab_id, recent } => {
             format!("{tab_id}: another renamer undid cowbell's rename ({recent} recently)")

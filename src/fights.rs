@@ -33,8 +33,8 @@ impl Timing {
     };
 
     /// Every duration divided by `scale` (see `COWBELL_TIME_SCALE`).
-    pub fn scaled(scale: f64) -> Timing {
-        let shrink = |d: Duration| d.div_f64(scale.max(1.0));
+    pub fn scaled(scale: u32) -> Timing {
+        let shrink = |d: Duration| d / scale.max(1);
         Timing {
             fight_window: shrink(Self::REAL.fight_window),
             fight_span: shrink(Self::REAL.fight_span),
@@ -289,10 +289,10 @@ mod tests {
 
     #[test]
     fn scaled_timing_divides_every_duration() {
-        let t = Timing::scaled(60.0);
+        let t = Timing::scaled(60);
         assert_eq!(t.fight_window, secs(0.5));
         assert_eq!(t.first_cooldown, secs(1.0));
         assert_eq!(t.max_cooldown, secs(15.0));
-        assert_eq!(Timing::scaled(0.5), Timing::REAL);
+        assert_eq!(Timing::scaled(0), Timing::REAL);
     }
 }

@@ -31,40 +31,50 @@ pub fn ensure_private_dir(dir: &Path) -> io::Result<()> {
 }
 
 /// Opens a private file for appending or locking, creating it 0600.
+/// Only a regular file will do: a FIFO planted there would block us.
 pub fn open_private(path: &Path, append: bool) -> io::Result<File> {
     let mut options = OpenOptions::new();
     options
         .read(true)
         .create(true)
         .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK);
     if append {
         options.append(true);
     } else {
         options.write(true);
     }
-    options.open(path)
+    let file = options.open(path)?;
+    regular(file)
+}
+
+/// Refuses anything but a regular file, and makes reads block again.
+fn regular(file: File) -> io::Result<File> {
+    if !file.metadata()?.file_type().is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "not a regular file",
+        ));
+    }
+    crate::sys::set_blocking(&file)?;
+    Ok(file)
 }
 
 /// Reads a file without following a symlink; `Ok(None)` when it is absent.
 /// A file longer than `cap` bytes is an error rather than a huge allocation.
 pub fn read_capped(path: &Path, cap: u64) -> io::Result<Option<Vec<u8>>> {
+    // O_NONBLOCK: opening a FIFO for reading would wait for a writer.
     let file = OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
         .open(path);
     let file = match file {
         Ok(file) => file,
         Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(error) => return Err(error),
     };
+    let file = regular(file)?;
     let meta = file.metadata()?;
-    if !meta.file_type().is_file() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            "not a regular file",
-        ));
-    }
     if meta.len() > cap {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,

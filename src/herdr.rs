@@ -175,6 +175,22 @@ pub enum Message {
     },
 }
 
+impl Message {
+    /// A short name for messages about an answer nobody expected.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Message::Error(_) => "error",
+            Message::SubscriptionStarted => "subscription_started",
+            Message::Tabs(_) => "tab_list",
+            Message::Panes(_) => "pane_list",
+            Message::Plugins(_) => "plugin_list",
+            Message::Renamed(_) => "tab_info",
+            Message::Ok(_) => "ok",
+            Message::Event { .. } => "event",
+        }
+    }
+}
+
 /// Why a line could not be understood; the text is what goes in the log.
 #[derive(Debug, PartialEq)]
 pub struct Malformed(pub String);

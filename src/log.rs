@@ -70,6 +70,12 @@ impl Log {
     }
 }
 
+/// A string as it appears in messages: JSON-quoted, so control characters
+/// and quotes are visible (and without std's Debug machinery).
+pub fn quote(text: &str) -> String {
+    miniserde::json::to_string(text)
+}
+
 /// `2026-11-30T05:02:36Z` from Unix seconds (days-to-civil, Howard
 /// Hinnant's algorithm), to avoid a date crate.
 pub fn utc_timestamp(unix_secs: u64) -> String {

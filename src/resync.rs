@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use crate::fights::{FightRecord, Timing, Verdict};
 use crate::herdr::TabInfo;
-use crate::labels::{Labeler, Status};
+use crate::labels::{Labeler, SPINNER_FRAMES, Status};
 
 /// How long a label cowbell sent is still recognised as its own echo.
 /// herdr delivers a burst of echoes over about a second, and can apply a
@@ -85,6 +85,13 @@ impl TabRecord {
         self.sent
             .iter()
             .any(|(sent, at)| sent == label && now.saturating_duration_since(*at) <= memory)
+    }
+
+    /// A label cowbell put there: one it sent recently, or any spinner frame
+    /// in front of the base (herdr delivers a burst of spinner echoes late,
+    /// one per 100 ms poll, later than a short memory of sent labels holds).
+    fn is_own(&self, label: &str, labeler: &Labeler, now: Instant, memory: Duration) -> bool {
+        self.sent_recently(label, now, memory) || is_spinner_frame(label, &self.base, labeler)
     }
 
     fn remember_sent(&mut self, label: &str, now: Instant) {
@@ -171,7 +178,7 @@ impl Tracker {
             }
         };
         if tab.label != record.seen {
-            if record.sent_recently(&tab.label, now, settings.echo_memory) {
+            if record.is_own(&tab.label, labeler, now, settings.echo_memory) {
                 record.written = Some(tab.label.clone());
             } else if !(record.auto_named && tab.looks_auto_named()) {
                 // Someone else named the tab: their name is the new base.
@@ -218,7 +225,13 @@ impl Tracker {
         let wanted = wanted_label(record, settings, self.spinner_frame);
         if wanted != tab.label {
             record.remember_sent(&wanted, now);
-            record.fight.own_rename(now);
+            // A new spinner frame over an old one changes neither icon nor
+            // name: it is not a rename another plugin could be provoked by.
+            if !(is_spinner_frame(&wanted, &record.base, labeler)
+                && is_spinner_frame(&tab.label, &record.base, labeler))
+            {
+                record.fight.own_rename(now);
+            }
             plan.renames.push(Rename {
                 tab_id: tab.tab_id.clone(),
                 label: wanted,
@@ -230,7 +243,7 @@ impl Tracker {
     pub fn is_echo(&self, tab_id: &str, label: &str, now: Instant, settings: &Settings) -> bool {
         self.tabs
             .get(tab_id)
-            .is_some_and(|r| r.sent_recently(label, now, settings.echo_memory))
+            .is_some_and(|r| r.is_own(label, &settings.labeler, now, settings.echo_memory))
     }
 
     /// herdr applied a rename: the tab now carries cowbell's label.
@@ -241,26 +254,12 @@ impl Tracker {
         }
     }
 
-    /// Advances the spinner one frame, renaming every working tab together.
-    /// Spinner renames are cowbell's own but are not counted as provoking a
-    /// fight: only a change of icon or base is.
-    pub fn spinner_tick(&mut self, settings: &Settings, now: Instant) -> Vec<Rename> {
+    /// Moves the spinner on one frame; the next resync renames every
+    /// working tab to it together. The spinner goes through a full resync
+    /// (one `tab.list`) rather than renaming blind, so a name someone gave
+    /// the tab since the last look is adopted, never overwritten.
+    pub fn advance_spinner(&mut self) {
         self.spinner_frame = self.spinner_frame.wrapping_add(1);
-        let mut renames = Vec::new();
-        for (tab_id, record) in &mut self.tabs {
-            if record.status != Some(Status::Working) || record.fight.cooling_down(now) {
-                continue;
-            }
-            let wanted = wanted_label(record, settings, self.spinner_frame);
-            if wanted != record.seen {
-                record.remember_sent(&wanted, now);
-                renames.push(Rename {
-                    tab_id: tab_id.clone(),
-                    label: wanted,
-                });
-            }
-        }
-        renames
     }
 
     /// True while some tab shows the spinner, so the loop needs a tick.
@@ -317,6 +316,10 @@ impl Tracker {
         }
         renames
     }
+}
+
+fn is_spinner_frame(label: &str, base: &str, labeler: &Labeler) -> bool {
+    (0..SPINNER_FRAMES.len()).any(|frame| labeler.spinner_label(frame, base) == label)
 }
 
 fn wanted_label(record: &TabRecord, settings: &Settings, spinner_frame: usize) -> String {
@@ -610,22 +613,28 @@ mod tests {
         let mut tabs = vec![
             tab("w1:t1", 1, "a", Status::Working),
             tab("w1:t2", 2, "b", Status::Blocked),
+            tab("w1:t3", 3, "c", Status::Working),
         ];
         let plan = tracker.resync(&tabs, &s, now);
         apply(&mut tracker, &mut tabs, &plan.renames);
         assert_eq!(tabs[0].label, s.labeler.spinner_label(0, "a"));
         assert!(tracker.spinning(&s, now));
-        let tick = tracker.spinner_tick(&s, now);
+        let later = now + Duration::from_secs(1);
+        tracker.advance_spinner();
+        let plan = tracker.resync(&tabs, &s, later);
+        // Every working tab moves to the same next frame, in one resync.
         assert_eq!(
-            tick,
-            [Rename {
-                tab_id: "w1:t1".into(),
-                label: s.labeler.spinner_label(1, "a")
-            }]
+            renames(&plan),
+            [
+                ("w1:t1", s.labeler.spinner_label(1, "a").as_str()),
+                ("w1:t3", s.labeler.spinner_label(1, "c").as_str())
+            ]
         );
-        apply(&mut tracker, &mut tabs, &tick);
+        apply(&mut tracker, &mut tabs, &plan.renames);
         // Spinner frames are not own renames for the fight rules.
         assert_eq!(tracker.tabs["w1:t1"].fight.last_own_rename, Some(now));
+        // A late echo of any frame is still cowbell's own.
+        assert!(tracker.is_echo("w1:t1", &s.labeler.spinner_label(7, "a"), later, &s));
         // A user rename in the middle of spinning becomes the base.
         tabs[0].label = "renamed".into();
         let plan = tracker.resync(&tabs, &s, now + Duration::from_secs(60));
@@ -635,6 +644,7 @@ mod tests {
         );
         apply(&mut tracker, &mut tabs, &plan.renames);
         tabs[0].status = Status::Idle;
+        tabs[2].status = Status::Idle;
         tracker.resync(&tabs, &s, now);
         assert!(!tracker.spinning(&s, now));
     }

@@ -91,6 +91,19 @@ pub fn decode(text: &str) -> Result<State, String> {
     }
 }
 
+/// The state as the file holds it, for a quick look (the launching hook,
+/// the short commands): a corrupt file counts as empty and stays where it
+/// is; moving it aside, and saying so in the log, is the daemon's job.
+pub fn peek(path: &Path) -> State {
+    match files::read_capped(path, MAX_STATE_BYTES) {
+        Ok(Some(bytes)) => std::str::from_utf8(&bytes)
+            .ok()
+            .and_then(|text| decode(text).ok())
+            .unwrap_or_default(),
+        _ => State::default(),
+    }
+}
+
 /// Reads state.json. Problems come back as warnings for the log; the state
 /// is then empty, and a corrupt file has been moved aside.
 pub fn load(path: &Path, now_unix_secs: u64) -> (State, Option<String>) {

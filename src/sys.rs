@@ -7,7 +7,6 @@
 //! `OwnedFd` so nothing is closed twice or leaked across `exec`.
 
 use std::io;
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
 use std::os::fd::RawFd;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -53,13 +52,24 @@ fn set_cloexec(fd: BorrowedFd<'_>) -> io::Result<()> {
     Ok(())
 }
 
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
-fn set_nonblocking(fd: RawFd) -> io::Result<()> {
+fn set_status_flag(fd: RawFd, flag: libc::c_int, on: bool) -> io::Result<()> {
     // SAFETY: F_GETFL/F_SETFL on a valid fd read and set its status flags.
     let flags = cvt(unsafe { libc::fcntl(fd, libc::F_GETFL) })?;
+    let flags = if on { flags | flag } else { flags & !flag };
     // SAFETY: as above.
-    cvt(unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) })?;
+    cvt(unsafe { libc::fcntl(fd, libc::F_SETFL, flags) })?;
     Ok(())
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn set_nonblocking(fd: RawFd) -> io::Result<()> {
+    set_status_flag(fd, libc::O_NONBLOCK, true)
+}
+
+/// Makes reads and writes on `fd` wait again (files opened `O_NONBLOCK`
+/// only so that opening a FIFO could not hang).
+pub fn set_blocking(fd: &impl AsRawFd) -> io::Result<()> {
+    set_status_flag(fd.as_raw_fd(), libc::O_NONBLOCK, false)
 }
 
 /// Starts a connection to a Unix socket without ever blocking.
