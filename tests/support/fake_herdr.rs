@@ -492,6 +492,8 @@ struct State {
     fail_renames: usize,
     /// Set while `tracked` runs, so nested calls don't emit twice.
     tracking: bool,
+    /// Canned raw answers (fault controls for tests/faults.rs, see the end).
+    canned: Vec<Canned>,
 }
 
 struct Shared {
@@ -1422,6 +1424,11 @@ fn serve(shared: &Shared, stop: &AtomicBool, conn: u64, stream: &mut UnixStream)
         });
         (st.response_delay, st.silent)
     };
+    // Fault hook: a canned raw answer replaces the real one (see the end).
+    if let Some(bytes) = take_canned(shared, &line) {
+        let _ = stream.write_all(&bytes);
+        return;
+    }
     if silent {
         // Accept, never answer: hold the connection until the client or
         // the server gives up.
@@ -1561,6 +1568,7 @@ impl FakeHerdr {
             silent: false,
             fail_renames: 0,
             tracking: false,
+            canned: Vec::new(),
         };
         let mut fake = FakeHerdr {
             shared: Arc::new(Shared {
@@ -1943,6 +1951,108 @@ fn tab_at(s: &State, tab_id: &str) -> TabAt {
 
 impl Drop for FakeHerdr {
     fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+// ===========================================================================
+// Additions for tests/bench.rs: cheap access to the request log (the bench
+// polls it every millisecond, so it must not clone the whole log each time)
+// ===========================================================================
+
+impl FakeHerdr {
+    /// Number of requests received so far.
+    pub fn request_count(&self) -> usize {
+        self.with(|s| s.requests.len())
+    }
+
+    /// The requests received after the first `from` ones.
+    pub fn requests_since(&self, from: usize) -> Vec<LoggedRequest> {
+        self.with(|s| {
+            s.requests
+                .get(from..)
+                .map(<[_]>::to_vec)
+                .unwrap_or_default()
+        })
+    }
+}
+
+// ===========================================================================
+// Fault controls for tests/faults.rs and tests/soak.rs
+//
+// Kept apart from the rest: a canned answer replaces what the server would
+// have said to the next matching request, and the connection then closes.
+// Nothing here changes the server unless a test asks for it.
+// ===========================================================================
+
+/// A raw answer for the next `remaining` requests of `method` whose line
+/// contains `contains` (if given).
+struct Canned {
+    method: String,
+    contains: Option<String>,
+    bytes: Arc<Vec<u8>>,
+    remaining: usize,
+}
+
+/// Takes the canned answer for a request line, if one matches.
+fn take_canned(shared: &Shared, line: &str) -> Option<Arc<Vec<u8>>> {
+    let mut st = shared.lock();
+    if st.canned.is_empty() {
+        return None;
+    }
+    let method = super::raw_field(line, "method")?
+        .trim_matches('"')
+        .to_string();
+    let index = st.canned.iter().position(|c| {
+        c.remaining > 0
+            && c.method == method
+            && c.contains.as_deref().is_none_or(|text| line.contains(text))
+    })?;
+    let canned = &mut st.canned[index];
+    canned.remaining -= 1;
+    let bytes = canned.bytes.clone();
+    st.canned.retain(|c| c.remaining > 0);
+    Some(bytes)
+}
+
+impl FakeHerdr {
+    /// The next `times` requests of `method` get `bytes` (exactly, no
+    /// newline added) instead of their answer; then the connection closes.
+    /// `bytes` may be half a line, garbage, or a line of the wrong shape.
+    pub fn answer_raw(&self, method: &str, times: usize, bytes: &[u8]) {
+        self.answer_raw_if(method, None, times, bytes)
+    }
+
+    /// Like `answer_raw`, for requests whose line contains `contains` (to
+    /// tell the lifecycle subscription, which lists `tab.created`, from
+    /// the status one, which lists `pane.agent_status_changed`).
+    pub fn answer_raw_if(&self, method: &str, contains: Option<&str>, times: usize, bytes: &[u8]) {
+        self.with(|s| {
+            s.canned.push(Canned {
+                method: method.to_string(),
+                contains: contains.map(str::to_string),
+                bytes: Arc::new(bytes.to_vec()),
+                remaining: times,
+            })
+        })
+    }
+
+    /// Forgets every canned answer not yet used.
+    pub fn clear_canned(&self) {
+        self.with(|s| s.canned.clear())
+    }
+
+    /// How many canned answers are still waiting for their request.
+    pub fn canned_left(&self) -> usize {
+        self.with(|s| s.canned.iter().map(|c| c.remaining).sum())
+    }
+
+    /// The server dies in the middle of a line: `partial` (no newline) goes
+    /// to every subscriber, then the server stops. `start_again` revives it.
+    pub fn die_mid_line(&mut self, partial: &[u8]) {
+        self.push_raw(partial);
+        // Let the bytes reach the clients before the connections close.
+        thread::sleep(Duration::from_millis(20));
         self.stop();
     }
 }

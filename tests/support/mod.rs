@@ -9,6 +9,8 @@
 pub mod cowbell;
 pub mod fake_herdr;
 pub mod hooks;
+pub mod invariants;
+pub mod renamers;
 pub mod tempdir;
 
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};

@@ -1,0 +1,402 @@
+//! The soak (issue 5): random events and faults against 200 tabs, with the
+//! invariants checked after every step. Not part of the default
+//! `cargo test`:
+//!
+//! ```text
+//! # short form (CI): 15 s of wall time = 15 min of scaled time
+//! COWBELL_SOAK_SECONDS=15 cargo test --release --test soak -- --ignored --nocapture
+//! # long form: 10 min of wall time = 10 h of scaled time
+//! cargo test --release --test soak -- --ignored --nocapture
+//! ```
+//!
+//! `COWBELL_SOAK_SECONDS` is the wall-clock length (default 600),
+//! `COWBELL_SOAK_SCALE` the time scale given to cowbell (default 60, so
+//! one wall second is one minute of the specification's time: debounce
+//! 1.7 ms, heartbeat 1 s, idle exit 2 s, fight window 0.5 s) and
+//! `COWBELL_SOAK_SEED` replays a run (the seed is printed).
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use support::cowbell::{self, Cowbell};
+use support::fake_herdr::Options;
+use support::invariants::{Names, assert_one_daemon, assert_restore, log_tail, wait_icons};
+
+const TABS: usize = 200;
+const SECOND: Duration = Duration::from_secs(1);
+
+/// xorshift64*: reproducible from the printed seed, no dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[self.below(items.len())]
+    }
+}
+
+fn env_number(name: &str, default: f64) -> f64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(default)
+}
+
+/// Icons of every preset a user (or another plugin) may leave in front of
+/// a name; cowbell strips them, so the name is what follows.
+const FOREIGN_ICONS: &[&str] = &["🔴", "🔵", "🟡", "●", "✓", "◐", "[!]", "[+]", "[~]"];
+
+#[derive(Default)]
+struct Counts {
+    steps: usize,
+    events: BTreeMap<&'static str, usize>,
+    faults: BTreeMap<&'static str, usize>,
+    resyncs: usize,
+    renames: usize,
+    restores: usize,
+}
+
+impl Counts {
+    fn print(&self, scaled: Duration, wall: Duration) {
+        let total_events: usize = self.events.values().sum();
+        let total_faults: usize = self.faults.values().sum();
+        println!(
+            "soak: {} steps in {:.1} s wall ({:.1} min scaled): {total_events} events, \
+             {} resyncs (tab.list), {} renames (tab.rename), {total_faults} faults, {} restores",
+            self.steps,
+            wall.as_secs_f64(),
+            scaled.as_secs_f64() / 60.0,
+            self.resyncs,
+            self.renames,
+            self.restores
+        );
+        println!("soak: events {:?}", self.events);
+        println!("soak: faults {:?}", self.faults);
+    }
+}
+
+struct Soak {
+    cb: Cowbell,
+    names: Names,
+    rng: Rng,
+    counts: Counts,
+    /// When the user last renamed a tab: renaming one tab by hand again
+    /// within the fight span would rightly start a cool-down (spec), so
+    /// the soak leaves such a tab alone for a while.
+    last_user_rename: BTreeMap<String, Instant>,
+    fight_span: Duration,
+    next_name: usize,
+}
+
+impl Soak {
+    fn tabs(&self) -> Vec<String> {
+        self.cb.herdr.tabs().into_iter().map(|t| t.tab_id).collect()
+    }
+
+    fn panes(&self) -> Vec<(String, String)> {
+        self.cb
+            .herdr
+            .panes()
+            .into_iter()
+            .map(|p| (p.pane_id, p.tab_id))
+            .collect()
+    }
+
+    fn fresh_name(&mut self) -> (String, String) {
+        self.next_name += 1;
+        let base = format!("task {}", self.next_name);
+        let name = if self.rng.below(3) == 0 {
+            format!("{} {base}", self.rng.pick(FOREIGN_ICONS))
+        } else {
+            base.clone()
+        };
+        (name, base)
+    }
+
+    fn event(&mut self, kind: &'static str) {
+        *self.counts.events.entry(kind).or_default() += 1;
+    }
+
+    fn fault(&mut self, kind: &'static str) {
+        *self.counts.faults.entry(kind).or_default() += 1;
+    }
+
+    /// One random event or fault; returns how long the icons may take.
+    fn step(&mut self) -> Duration {
+        let roll = self.rng.below(100);
+        let tabs = self.tabs();
+        let panes = self.panes();
+        match roll {
+            0..=39 => {
+                let (pane, _) = self.rng.pick(&panes).clone();
+                let state = *self.rng.pick(&["idle", "working", "blocked", "unknown"]);
+                self.cb.herdr.set_status(&pane, state);
+                self.event("status");
+            }
+            40..=49 => {
+                let tab = self.rng.pick(&tabs).clone();
+                self.cb.herdr.focus_tab(&tab);
+                self.event("focus");
+            }
+            50..=59 => {
+                let tab = self.rng.pick(&tabs).clone();
+                let recent = self
+                    .last_user_rename
+                    .get(&tab)
+                    .is_some_and(|at| at.elapsed() < self.fight_span);
+                if !recent {
+                    let (name, base) = self.fresh_name();
+                    self.cb.herdr.rename_tab(&tab, &name);
+                    self.names.set(&tab, &base);
+                    self.last_user_rename.insert(tab, Instant::now());
+                    self.event("rename");
+                }
+            }
+            60..=64 if tabs.len() < TABS + 10 => {
+                let named = self.rng.below(4) != 0;
+                let (name, base) = self.fresh_name();
+                let tab = self
+                    .cb
+                    .herdr
+                    .add_tab(&self.cb.workspace, named.then_some(name.as_str()));
+                if named {
+                    self.names.set(&tab, &base);
+                }
+                self.event("tab created");
+            }
+            65..=69 if tabs.len() > TABS - 10 => {
+                let tab = self.rng.pick(&tabs).clone();
+                self.cb.herdr.close_tab(&tab);
+                self.names.forget(&tab);
+                self.event("tab closed");
+            }
+            70..=74 => {
+                let tab = self.rng.pick(&tabs).clone();
+                let position = 1 + self.rng.below(tabs.len());
+                self.cb.herdr.move_tab(&tab, position);
+                self.event("tab moved");
+            }
+            75..=79 => {
+                let tab = self.rng.pick(&tabs).clone();
+                let panes_of = self.cb.herdr.panes_of(&tab);
+                if panes_of.len() > 1 && self.rng.below(2) == 0 {
+                    let pane = self.rng.pick(&panes_of).clone();
+                    self.cb.herdr.close_pane(&pane);
+                    self.event("pane closed");
+                } else {
+                    let pane = self.cb.herdr.add_pane(&tab);
+                    let state = *self.rng.pick(&["idle", "working", "blocked"]);
+                    self.cb.herdr.set_status(&pane, state);
+                    self.event("pane created");
+                }
+            }
+            _ => return self.inject_fault(),
+        }
+        2 * SECOND
+    }
+
+    fn inject_fault(&mut self) -> Duration {
+        let pid = self.cb.daemon_pid();
+        match self.rng.below(9) {
+            0 => {
+                self.cb.herdr.drop_subscriptions();
+                self.fault("subscriptions dropped");
+            }
+            1 => {
+                // herdr restarts: reported states are lost, and the startup
+                // hook runs again (the daemon may have idled out at scale).
+                self.cb.herdr.stop();
+                std::thread::sleep(Duration::from_millis(self.rng.below(300) as u64));
+                self.cb.herdr.start_again(true);
+                self.cb.startup();
+                self.fault("server restart");
+            }
+            2 => {
+                let garbage: &[&[u8]] = &[
+                    b"not json\n",
+                    b"\xff\xfe\n",
+                    b"[1]\n",
+                    b"{\"data\":{},\"event\":\"new_kind\"}\n",
+                    b"{\"data\":\"x\",\"event\":\"tab_renamed\"}\n",
+                ];
+                let line: &[u8] = garbage[self.rng.below(garbage.len())];
+                self.cb.herdr.push_raw(line);
+                self.fault("garbage line");
+            }
+            3 => {
+                self.cb.herdr.answer_raw(
+                    "tab.list",
+                    1,
+                    br#"{"id":"r","result":{"type":"tab_list","tabs":[{"tab_"#,
+                );
+                self.poke_one();
+                self.fault("half an answer");
+            }
+            4 => {
+                self.cb.herdr.set_response_delay(Duration::from_millis(300));
+                self.poke_one();
+                std::thread::sleep(Duration::from_millis(400));
+                self.cb.herdr.set_response_delay(Duration::ZERO);
+                self.fault("slow answers");
+            }
+            5 => {
+                if let Some(pid) = pid {
+                    cowbell::signal(pid, libc::SIGHUP);
+                }
+                self.poke_one();
+                self.fault("SIGHUP");
+            }
+            6 => {
+                if let Some(pid) = pid {
+                    cowbell::signal(pid, libc::SIGKILL);
+                    cowbell::wait_dead(pid, 2 * SECOND);
+                }
+                self.poke_one();
+                let outcome = self.cb.watchdog();
+                assert!(outcome.status.success(), "watchdog: {}", outcome.stderr);
+                self.fault("SIGKILL + watchdog");
+            }
+            7 => {
+                self.cb.startup();
+                self.poke_one();
+                self.fault("startup hook (replace)");
+            }
+            _ => {
+                self.cb.herdr.fail_next_renames(1);
+                self.poke_one();
+                self.fault("refused rename");
+            }
+        }
+        // A request sent during the fault may wait for cowbell's 2 s
+        // request timeout before the retry.
+        4 * SECOND
+    }
+
+    /// A status change, so a fault meets some work.
+    fn poke_one(&mut self) {
+        let panes = self.panes();
+        let (pane, _) = self.rng.pick(&panes).clone();
+        let state = *self.rng.pick(&["working", "blocked", "idle"]);
+        self.cb.herdr.set_status(&pane, state);
+    }
+
+    /// Counts the server's requests since the last call, then forgets them
+    /// (so snapshots stay small).
+    fn tally_requests(&mut self) {
+        let requests = self.cb.herdr.requests();
+        self.cb.herdr.clear_requests();
+        for request in requests {
+            match request.method.as_str() {
+                "tab.list" => self.counts.resyncs += 1,
+                "tab.rename" => self.counts.renames += 1,
+                _ => {}
+            }
+        }
+    }
+
+    fn fail(&self, what: &str, why: &str) -> ! {
+        self.counts.print(Duration::ZERO, Duration::ZERO);
+        panic!(
+            "soak step {}: {what}: {why}\nlog (last 60 lines):\n{}",
+            self.counts.steps,
+            log_tail(&self.cb, 60)
+        );
+    }
+
+    fn check_invariants(&mut self, within: Duration) {
+        if self.cb.daemons().len() != 1 {
+            // Give a replaced or restarted daemon a moment.
+            std::thread::sleep(Duration::from_millis(200));
+            if self.cb.daemons().len() != 1 {
+                self.fail("daemons", &format!("{:?}", self.cb.daemons()));
+            }
+        }
+        if let Err(why) = wait_icons(&self.cb, &self.names, within) {
+            self.fail("icons", &why);
+        }
+    }
+
+    fn restore_and_resume(&mut self) {
+        assert_restore(&self.cb, &self.names);
+        let outcome = self.cb.run_as(&["on"], "action");
+        assert!(outcome.status.success(), "on: {}", outcome.stderr);
+        self.counts.restores += 1;
+    }
+}
+
+#[test]
+#[ignore = "the soak; run it with `cargo test --release --test soak -- --ignored --nocapture`"]
+fn soak_random_events_and_faults_against_200_tabs() {
+    let wall = Duration::from_secs_f64(env_number("COWBELL_SOAK_SECONDS", 600.0));
+    let scale = env_number("COWBELL_SOAK_SCALE", 60.0).max(1.0).round();
+    let seed = env_number(
+        "COWBELL_SOAK_SEED",
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos() as f64,
+    ) as u64
+        | 1;
+    println!(
+        "soak: seed {seed}, {:.0} s wall at scale {scale} = {:.1} min scaled",
+        wall.as_secs_f64(),
+        wall.as_secs_f64() * scale / 60.0
+    );
+    // herdr's 100 ms delivery poll, scaled like cowbell's clocks.
+    let options = Options {
+        deliver_interval: Duration::from_millis(100)
+            .div_f64(scale)
+            .max(Duration::from_millis(1)),
+        ..Options::default()
+    };
+    let cb = Cowbell::with(options, scale);
+    let mut soak = Soak {
+        cb,
+        names: Names::new(),
+        rng: Rng(seed),
+        counts: Counts::default(),
+        last_user_rename: BTreeMap::new(),
+        fight_span: Duration::from_secs(150).div_f64(scale),
+        next_name: 0,
+    };
+    for n in 0..TABS {
+        // A quarter of the tabs keep herdr's automatic name.
+        let name = format!("tab {n}");
+        let named = n % 4 != 3;
+        let (tab, pane) = soak.names.tab(&soak.cb, named.then_some(name.as_str()));
+        let _ = tab;
+        let state = *soak.rng.pick(&["idle", "working", "blocked", "unknown"]);
+        soak.cb.herdr.set_status(&pane, state);
+    }
+    soak.cb.startup();
+    soak.cb.wait_for_daemon(2 * SECOND);
+    soak.check_invariants(5 * SECOND);
+    let started = Instant::now();
+    while started.elapsed() < wall {
+        let within = soak.step();
+        soak.counts.steps += 1;
+        soak.check_invariants(within);
+        soak.tally_requests();
+        if soak.counts.steps.is_multiple_of(150) {
+            soak.restore_and_resume();
+            soak.check_invariants(3 * SECOND);
+        }
+    }
+    let elapsed = started.elapsed();
+    assert_one_daemon(&soak.cb);
+    soak.restore_and_resume();
+    soak.check_invariants(3 * SECOND);
+    assert_restore(&soak.cb, &soak.names);
+    soak.tally_requests();
+    soak.counts.print(elapsed.mul_f64(scale), elapsed);
+}
