@@ -392,8 +392,8 @@ fn the_daemon_exits_120_seconds_after_the_server_goes_away() {
     assert!(cb.log().contains("no herdr server for 2 s"), "{}", cb.log());
 }
 
-#[test]
-fn the_heartbeat_notices_a_disabled_plugin_and_restores_names() {
+/// The heartbeat finds the plugin gone or disabled: names back, exit.
+fn assert_heartbeat_stops_when(change: impl FnOnce(&Cowbell), logged: &str) {
     // Scale 60: the 60 s heartbeat becomes 1 s.
     let cb = Cowbell::with(Options::default(), 60.0);
     let (tab, pane) = cb.tab(Some("api"));
@@ -401,23 +401,23 @@ fn the_heartbeat_notices_a_disabled_plugin_and_restores_names() {
     let pid = cb.wait_for_daemon(2 * SECOND);
     cb.herdr.set_status(&pane, "blocked");
     cb.expect_label(&tab, "🔴 api", 2 * SECOND);
-    cb.herdr.set_plugin("cowbell", false);
+    change(&cb);
     cb.expect_label(&tab, "api", 3 * SECOND);
     assert!(cowbell::wait_dead(pid, 2 * SECOND), "{}", cb.log());
-    assert!(cb.log().contains("disabled"), "{}", cb.log());
+    assert!(cb.log().contains(logged), "{}", cb.log());
+}
+
+#[test]
+fn the_heartbeat_notices_a_disabled_plugin_and_restores_names() {
+    assert_heartbeat_stops_when(|cb| cb.herdr.set_plugin("cowbell", false), "disabled");
 }
 
 #[test]
 fn the_heartbeat_notices_an_uninstalled_plugin() {
-    let cb = Cowbell::with(Options::default(), 60.0);
-    let (tab, pane) = cb.tab(Some("api"));
-    cb.startup();
-    let pid = cb.wait_for_daemon(2 * SECOND);
-    cb.herdr.set_status(&pane, "blocked");
-    cb.expect_label(&tab, "🔴 api", 2 * SECOND);
-    cb.herdr.uninstall_plugin("cowbell");
-    cb.expect_label(&tab, "api", 3 * SECOND);
-    assert!(cowbell::wait_dead(pid, 2 * SECOND), "{}", cb.log());
+    assert_heartbeat_stops_when(
+        |cb| cb.herdr.uninstall_plugin("cowbell"),
+        "no longer installed",
+    );
 }
 
 #[test]
