@@ -178,8 +178,9 @@ fn flush(stream: &mut UnixStream, unwritten: &mut Vec<u8>) -> io::Result<()> {
 /// How the stop after a signal or a failed heartbeat goes.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Stop {
-    /// Restore every name, then exit.
-    Restore { deadline: Instant },
+    /// Restore every name, then exit. `listed` once the restore's
+    /// `tab.list` is on its way.
+    Restore { deadline: Instant, listed: bool },
     /// Exit now; names stay (a new daemon takes over).
     Quiet,
 }
@@ -365,7 +366,7 @@ impl EventLoop {
 
     fn deadlines(&self) -> impl Iterator<Item = Instant> + '_ {
         let stop = match self.stop {
-            Some(Stop::Restore { deadline }) => Some(deadline),
+            Some(Stop::Restore { deadline, .. }) => Some(deadline),
             _ => None,
         };
         [
@@ -400,7 +401,7 @@ impl EventLoop {
 
     fn fire_deadlines(&mut self, now: Instant) {
         let due = |slot: Option<Instant>| slot.is_some_and(|deadline| now >= deadline);
-        if let Some(Stop::Restore { deadline }) = self.stop
+        if let Some(Stop::Restore { deadline, .. }) = self.stop
             && now >= deadline
         {
             self.log
@@ -596,6 +597,7 @@ impl EventLoop {
         self.log.line(&format!("{why}: restoring tab names"));
         self.stop = Some(Stop::Restore {
             deadline: now + STOP_GRACE,
+            listed: false,
         });
         self.debounce_deadline = None;
         self.spinner_deadline = None;
@@ -605,8 +607,9 @@ impl EventLoop {
             self.exit_code = Some(0);
             return;
         }
+        // The restore lists the tabs once the renames already sent are
+        // answered: a rename landing after that list would keep its icon.
         self.queue.clear();
-        self.queue.push_back(Purpose::ListTabs { restore: true });
     }
 
     fn on_lifecycle_ready(&mut self, revents: libc::c_short, now: Instant) {
@@ -769,6 +772,16 @@ impl EventLoop {
     }
 
     fn start_queued(&mut self, now: Instant) {
+        if let Some(Stop::Restore { listed, .. }) = &mut self.stop
+            && !*listed
+            && !self
+                .in_flight
+                .iter()
+                .any(|p| matches!(p.purpose, Purpose::Rename { restore: false, .. }))
+        {
+            *listed = true;
+            self.queue.push_back(Purpose::ListTabs { restore: true });
+        }
         while self.in_flight.len() < MAX_IN_FLIGHT
             && let Some(purpose) = self.queue.pop_front()
         {
