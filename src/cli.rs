@@ -52,7 +52,8 @@ exits 0 with a note. --replace asks the running daemon to hand over (it exits
 without touching tab names) and takes its place; the startup hook uses it.
 --foreground stays attached and copies the log to stderr.
 Signals: SIGTERM or SIGINT restore every tab name and exit; SIGHUP reloads the
-configuration; SIGUSR1 exits without touching names.
+configuration; SIGUSR1 exits without touching names; SIGUSR2 restores every
+name, records that cowbell is off for this server, and exits (`cowbell off`).
 ";
 
 const HELP_WATCHDOG: &str = "\

@@ -59,12 +59,17 @@ pub fn on(paths: &Paths) -> Result<u8, Error> {
         }
         drop(lock);
     }
-    let code = match start_daemon(paths, true, false)? {
-        Started::Exited(code) => code,
-        _ => 0,
-    };
-    println!("cowbell: on");
-    Ok(code)
+    match start_daemon(paths, true, false)? {
+        Started::Exited(code) => Ok(code),
+        Started::Off => {
+            eprintln!("cowbell: still off: another cowbell command held the lock; try again");
+            Ok(1)
+        }
+        Started::Detached | Started::AlreadyRunning(_) => {
+            println!("cowbell: on");
+            Ok(0)
+        }
+    }
 }
 
 pub fn off(paths: &Paths, every_tab: bool) -> Result<u8, Error> {
@@ -80,11 +85,12 @@ pub fn off(paths: &Paths, every_tab: bool) -> Result<u8, Error> {
     Ok(0)
 }
 
-/// Stops a running daemon (which restores names) and returns the lock, so
-/// no hook can start a new daemon while this command finishes.
+/// Stops a running daemon, which restores names and records the off flag
+/// itself before it lets go of the lock (so no hook can start a new one in
+/// between), and returns the lock.
 fn stop_daemon(paths: &Paths) -> Result<Lock, Error> {
     let signalled =
-        daemon::signal_daemon(paths, libc::SIGTERM).map_err(Error::io("stopping the daemon"))?;
+        daemon::signal_daemon(paths, libc::SIGUSR2).map_err(Error::io("stopping the daemon"))?;
     let wait = if signalled {
         daemon::STOP_WAIT
     } else {
@@ -243,7 +249,7 @@ struct TabStatus {
     base: Option<String>,
     status: String,
     tracked: bool,
-    fights: usize,
+    fights: u32,
     cooldown_until: Option<String>,
 }
 
@@ -262,8 +268,8 @@ struct StatusReport {
 }
 
 pub fn status(paths: &Paths, as_json: bool) -> Result<u8, Error> {
-    let (running, pid) = match daemon::try_lock(paths) {
-        Ok(Holder::Daemon(pid)) => (true, pid),
+    let (running, pid) = match daemon::probe(paths) {
+        Ok(Some(pid)) => (true, pid),
         _ => (false, None),
     };
     let state = read_state(paths);
@@ -283,7 +289,7 @@ pub fn status(paths: &Paths, as_json: bool) -> Result<u8, Error> {
                 base: entry.map(|e| e.base.clone()),
                 status: tab.agent_status.clone().unwrap_or_else(|| "unknown".into()),
                 tracked: entry.is_some(),
-                fights: entry.map_or(0, |e| e.fights_ms.len()),
+                fights: entry.map_or(0, |e| e.fights_total),
                 cooldown_until: entry
                     .and_then(|e| e.cooldown_until_ms)
                     .filter(|until| *until > now_ms)

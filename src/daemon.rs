@@ -43,9 +43,14 @@ impl Lock {
 pub enum Holder {
     /// Nobody: the lock is now ours.
     Free(Lock),
-    /// A live daemon, with the pid it wrote (None while it is starting).
+    /// A live daemon, with the pid it wrote. None while a daemon is
+    /// starting, or while a short command (`sync`, `off`) holds the lock.
     Daemon(Option<u32>),
 }
+
+/// How long a start waits for a lock holder that wrote no pid: a daemon
+/// that is starting, or a short command that holds the lock a moment.
+const PIDLESS_WAIT: Duration = Duration::from_millis(500);
 
 fn open_pidfile(paths: &Paths) -> io::Result<File> {
     files::ensure_private_dir(&paths.server_dir)?;
@@ -86,10 +91,12 @@ pub fn signal_daemon(paths: &Paths, signal: libc::c_int) -> io::Result<bool> {
     loop {
         match try_lock(paths)? {
             Holder::Free(_) => return Ok(false),
-            Holder::Daemon(Some(pid)) => {
-                sys::kill(pid, signal)?;
-                return Ok(true);
-            }
+            Holder::Daemon(Some(pid)) => match sys::kill(pid, signal) {
+                Ok(()) => return Ok(true),
+                // It exited between the lock check and the signal: look again.
+                Err(error) if error.raw_os_error() == Some(libc::ESRCH) => {}
+                Err(error) => return Err(error),
+            },
             Holder::Daemon(None) if Instant::now() < give_up => {
                 std::thread::sleep(Duration::from_millis(10))
             }
@@ -118,7 +125,7 @@ pub enum Started {
 /// old daemon is asked to hand over (it exits without touching names, so
 /// a server restart does not make icons flicker).
 pub fn start(paths: &Paths, replace: bool, foreground: bool) -> io::Result<Started> {
-    let lock = match try_lock(paths)? {
+    let lock = match try_lock_patiently(paths)? {
         Holder::Free(lock) => lock,
         Holder::Daemon(pid) if !replace => return Ok(Started::AlreadyRunning(pid)),
         Holder::Daemon(_) => match hand_over(paths)? {
@@ -138,6 +145,37 @@ pub fn start(paths: &Paths, replace: bool, foreground: bool) -> io::Result<Start
     Ok(Started::Exited(run(paths, lock, foreground)))
 }
 
+/// `try_lock`, but a holder that wrote no pid gets a moment to either
+/// write one (a starting daemon) or let go (a short command).
+fn try_lock_patiently(paths: &Paths) -> io::Result<Holder> {
+    let give_up = Instant::now() + PIDLESS_WAIT;
+    loop {
+        match try_lock(paths)? {
+            Holder::Daemon(None) if Instant::now() < give_up => {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            holder => return Ok(holder),
+        }
+    }
+}
+
+/// Whether a daemon runs, and its pid, without taking the lock (which
+/// would look like a daemon to a hook starting at the same moment) and
+/// without creating anything.
+pub fn probe(paths: &Paths) -> io::Result<Option<Option<u32>>> {
+    let file = match files::open_existing(&paths.pid_file()) {
+        Ok(file) => file,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(error),
+    };
+    if sys::is_locked(file.as_fd())? {
+        let mut text = String::new();
+        (&file).read_to_string(&mut text)?;
+        return Ok(Some(text.trim().parse().ok()));
+    }
+    Ok(None)
+}
+
 /// Asks the running daemon to hand over and waits for its lock. When
 /// another replacing start wins the race, its fresh daemon is kept:
 /// `Err(pid)` says so.
@@ -150,10 +188,14 @@ fn hand_over(paths: &Paths) -> io::Result<Result<Lock, Option<u32>>> {
             Holder::Daemon(Some(pid)) if signalled.is_some_and(|old| old != pid) => {
                 return Ok(Err(Some(pid)));
             }
-            Holder::Daemon(Some(pid)) if signalled.is_none() => {
-                sys::kill(pid, libc::SIGUSR1)?;
-                signalled = Some(pid);
-            }
+            Holder::Daemon(Some(pid)) if signalled.is_none() => match sys::kill(pid, libc::SIGUSR1)
+            {
+                Ok(()) => signalled = Some(pid),
+                // It exited on its own (an idle exit, say): its lock is
+                // about to be free.
+                Err(error) if error.raw_os_error() == Some(libc::ESRCH) => {}
+                Err(error) => return Err(error),
+            },
             Holder::Daemon(_) => {}
         }
         if Instant::now() >= give_up {

@@ -60,7 +60,8 @@ impl Durations {
     }
 
     pub fn scaled(scale: u32) -> Durations {
-        let scale = scale.max(1);
+        // Past 1000 the debounce would round to nothing and the loop spin.
+        let scale = scale.clamp(1, 1000);
         Durations {
             debounce: DEBOUNCE / scale,
             backoff_first: BACKOFF_FIRST / scale,
@@ -108,10 +109,13 @@ struct Subscription {
 
 impl Subscription {
     fn open(socket: &std::path::Path, params: &str, now: Instant) -> io::Result<Subscription> {
-        let stream = sys::connect_unix(socket)?;
+        let mut stream = sys::connect_unix(socket)?;
+        let mut unwritten = herdr::request_line("sub", "events.subscribe", params).into_bytes();
+        // As much as the socket takes now; the rest when it is writable.
+        flush(&mut stream, &mut unwritten)?;
         Ok(Subscription {
             stream,
-            unwritten: herdr::request_line("sub", "events.subscribe", params).into_bytes(),
+            unwritten,
             lines: LineBuffer::default(),
             ack_deadline: Some(now + herdr::REQUEST_TIMEOUT),
         })
@@ -218,13 +222,18 @@ pub struct EventLoop {
     spinner_deadline: Option<Instant>,
     cooldown_deadline: Option<Instant>,
     retry_deadline: Option<Instant>,
+    plugin_check_deadline: Option<Instant>,
 
     /// A resync runs from its `tab.list` until its last rename is answered.
     resync_running: bool,
     resync_wanted: bool,
     panes_wanted: bool,
+    /// Renames of the running resync still unanswered.
     renames_outstanding: usize,
-    renames_made: usize,
+    /// Renames of the stop's restore still unanswered.
+    restores_outstanding: usize,
+    /// The server-wide off flag, written with the state.
+    off: bool,
     stop: Option<Stop>,
     exit_code: Option<u8>,
     request_counter: u64,
@@ -277,11 +286,13 @@ impl EventLoop {
             spinner_deadline: None,
             cooldown_deadline: None,
             retry_deadline: None,
+            plugin_check_deadline: None,
             resync_running: false,
             resync_wanted: false,
             panes_wanted: false,
             renames_outstanding: 0,
-            renames_made: 0,
+            restores_outstanding: 0,
+            off: false,
             stop: None,
             exit_code: None,
             request_counter: 0,
@@ -295,8 +306,10 @@ impl EventLoop {
             self.paths.socket.display(),
             self.paths.server_dir.display()
         ));
+        // The clock is read once per turn, right after the wait: the same
+        // `now` handles what woke us, fires what is due and times the next wait.
+        let mut now = Instant::now();
         loop {
-            let now = Instant::now();
             self.fire_deadlines(now);
             if let Some(code) = self.exit_code {
                 self.save();
@@ -306,12 +319,13 @@ impl EventLoop {
             self.start_queued(now);
             let (mut entries, sources) = self.poll_set();
             let timeout = self.poll_timeout(now);
-            if let Err(error) = sys::poll(&mut entries, timeout) {
+            let polled = sys::poll(&mut entries, timeout);
+            now = Instant::now();
+            if let Err(error) = polled {
                 self.log.line(&format!("poll failed: {error}"));
                 std::thread::sleep(Duration::from_millis(100));
                 continue;
             }
-            let now = Instant::now();
             // The set lists requests last, in index order; walking it
             // backwards lets a handled request be swap_removed without
             // moving one that is still to be handled.
@@ -377,6 +391,7 @@ impl EventLoop {
             self.spinner_deadline,
             self.cooldown_deadline,
             self.retry_deadline,
+            self.plugin_check_deadline,
             stop,
             self.lifecycle.as_ref().and_then(|s| s.ack_deadline),
             self.status.as_ref().and_then(|s| s.ack_deadline),
@@ -461,10 +476,21 @@ impl EventLoop {
             self.begin_resync();
         }
         if due(self.heartbeat_deadline) {
+            // A quiet server: look again, panes included, in case an event
+            // was lost (herdr keeps only its last 512).
             self.heartbeat_deadline = None;
+            self.panes_wanted = true;
+            self.begin_resync();
+            // The plugin check rides along, so a quiet server costs one
+            // wake-up a minute, not two.
+            self.plugin_check_deadline = Some(now);
+        }
+        if due(self.plugin_check_deadline) {
+            // Its own slot: a busy server resyncs often, which postpones the
+            // heartbeat, but the plugin may be disabled all the same.
+            self.plugin_check_deadline = Some(now + self.durations.heartbeat);
             if self.connected && self.stop.is_none() {
                 self.queue.push_back(Purpose::ListPlugins);
-                self.begin_resync();
             }
         }
         if due(self.cooldown_deadline) {
@@ -548,6 +574,7 @@ impl EventLoop {
         self.renames_outstanding = 0;
         self.debounce_deadline = None;
         self.retry_deadline = None;
+        self.plugin_check_deadline = None;
         self.heartbeat_deadline = None;
         self.spinner_deadline = None;
         self.save();
@@ -585,6 +612,12 @@ impl EventLoop {
                     self.exit_code = Some(0);
                 }
                 signals::Request::StopAndRestore => self.begin_stop(now, "stop requested"),
+                signals::Request::TurnOff => {
+                    // Saved by this daemon, under its lock, so no hook can
+                    // start another one between its exit and the flag.
+                    self.off = true;
+                    self.begin_stop(now, "cowbell turned off");
+                }
             }
         }
     }
@@ -601,14 +634,13 @@ impl EventLoop {
         });
         self.debounce_deadline = None;
         self.spinner_deadline = None;
-        if !self.connected {
+        if !self.connected && self.lifecycle.is_none() {
+            // (While a connection is being made, the restore waits for it.)
             self.log
                 .line("no herdr server: names cannot be restored now; state kept for remove-icons");
             self.exit_code = Some(0);
             return;
         }
-        // The restore lists the tabs once the renames already sent are
-        // answered: a rename landing after that list would keep its icon.
         self.queue.clear();
     }
 
@@ -669,8 +701,8 @@ impl EventLoop {
         self.log
             .line(&format!("connected to {}", self.paths.socket.display()));
         self.panes_wanted = true;
+        self.plugin_check_deadline = Some(now + self.durations.heartbeat);
         self.begin_resync();
-        let _ = now;
     }
 
     fn on_event(
@@ -705,7 +737,7 @@ impl EventLoop {
         }
         if name == "tab_renamed"
             && let (Some(tab_id), Some(label)) = (&tab_id, &label)
-            && self.tracker.is_echo(tab_id, label, now, &self.settings)
+            && self.tracker.take_echo(tab_id, label, now, &self.settings)
         {
             return;
         }
@@ -772,12 +804,17 @@ impl EventLoop {
     }
 
     fn start_queued(&mut self, now: Instant) {
+        // The restore lists the tabs once the resync under way is answered:
+        // a rename landing after that list would keep its icon.
         if let Some(Stop::Restore { listed, .. }) = &mut self.stop
             && !*listed
-            && !self
-                .in_flight
-                .iter()
-                .any(|p| matches!(p.purpose, Purpose::Rename { restore: false, .. }))
+            && self.connected
+            && !self.in_flight.iter().any(|p| {
+                matches!(
+                    p.purpose,
+                    Purpose::Rename { restore: false, .. } | Purpose::ListTabs { restore: false }
+                )
+            })
         {
             *listed = true;
             self.queue.push_back(Purpose::ListTabs { restore: true });
@@ -796,13 +833,24 @@ impl EventLoop {
                 Purpose::ListPlugins => ("plugin.list", "{}".to_string()),
             };
             match sys::connect_unix(&self.paths.socket) {
-                Ok(stream) => self.in_flight.push(Pending {
-                    stream,
-                    unwritten: herdr::request_line(&id, method, &params).into_bytes(),
-                    lines: LineBuffer::default(),
-                    deadline: now + herdr::REQUEST_TIMEOUT,
-                    purpose,
-                }),
+                Ok(mut stream) => {
+                    // Write at once: a request line fits the socket buffer,
+                    // and waiting for POLLOUT would cost a wake-up.
+                    let mut unwritten = herdr::request_line(&id, method, &params).into_bytes();
+                    if let Err(error) = flush(&mut stream, &mut unwritten) {
+                        self.log
+                            .line(&format!("{}: write failed: {error}", describe(&purpose)));
+                        self.request_failed(purpose, now);
+                        continue;
+                    }
+                    self.in_flight.push(Pending {
+                        stream,
+                        unwritten,
+                        lines: LineBuffer::default(),
+                        deadline: now + herdr::REQUEST_TIMEOUT,
+                        purpose,
+                    });
+                }
                 Err(error) => {
                     self.log
                         .line(&format!("{}: cannot connect: {error}", describe(&purpose)));
@@ -860,6 +908,10 @@ impl EventLoop {
                 ));
                 self.request_failed(purpose, now);
             }
+            (Purpose::ListTabs { restore: false }, Message::Tabs(_)) if self.stop.is_some() => {
+                // Stopping: this resync's renames would only race the restore.
+                self.resync_running = false;
+            }
             (Purpose::ListTabs { restore: false }, Message::Tabs(infos)) => {
                 let tabs: Vec<Tab> = infos.iter().map(Tab::from_info).collect();
                 let plan = self.tracker.resync(&tabs, &self.settings, now);
@@ -897,7 +949,7 @@ impl EventLoop {
                 }
                 self.log
                     .line(&format!("restore: {} tabs to rename", renames.len()));
-                self.renames_outstanding = renames.len();
+                self.restores_outstanding = renames.len();
                 self.queue_renames(renames, true);
                 self.maybe_finish_restore();
             }
@@ -909,12 +961,11 @@ impl EventLoop {
                 },
                 Message::Renamed(_) | Message::Ok(_),
             ) => {
-                self.renames_made += 1;
                 if restore {
                     self.log
                         .line(&format!("restored {tab_id} as {}", quote(&label)));
                     self.tracker.tabs.remove(&tab_id);
-                    self.renames_outstanding = self.renames_outstanding.saturating_sub(1);
+                    self.restores_outstanding = self.restores_outstanding.saturating_sub(1);
                     self.maybe_finish_restore();
                 } else {
                     self.log
@@ -960,7 +1011,7 @@ impl EventLoop {
                 self.exit_code = Some(0);
             }
             Purpose::Rename { restore: true, .. } => {
-                self.renames_outstanding = self.renames_outstanding.saturating_sub(1);
+                self.restores_outstanding = self.restores_outstanding.saturating_sub(1);
                 self.maybe_finish_restore();
             }
             Purpose::Rename { restore: false, .. } => {
@@ -1008,7 +1059,7 @@ impl EventLoop {
     }
 
     fn maybe_finish_restore(&mut self) {
-        if self.renames_outstanding == 0 {
+        if self.restores_outstanding == 0 {
             self.log.line("names restored");
             self.exit_code = Some(0);
         }
@@ -1037,7 +1088,7 @@ impl EventLoop {
     }
 
     fn save(&mut self) {
-        let state = state::from_tracker(&self.tracker, false, Clock::now());
+        let state = state::from_tracker(&self.tracker, self.off, Clock::now());
         if let Err(error) = state::save(&self.paths.state_file(), &state, &mut self.last_saved) {
             self.log.line(&format!(
                 "cannot save {}: {error}",

@@ -72,6 +72,8 @@ pub struct FightRecord {
     pub last_cooldown: Option<(Instant, Duration)>,
     /// How many cool-downs in a row, the exponent of the doubling.
     pub level: u32,
+    /// Every fight this tab has seen, for `cowbell status`.
+    pub total: u32,
 }
 
 impl FightRecord {
@@ -98,6 +100,7 @@ impl FightRecord {
         self.fights
             .retain(|at| now.saturating_duration_since(*at) <= timing.fight_span);
         self.fights.push(now);
+        self.total = self.total.saturating_add(1);
         if self.fights.len() < FIGHTS_FOR_COOLDOWN {
             return Verdict::Fight {
                 recent: self.fights.len(),
@@ -163,6 +166,7 @@ mod tests {
             }
         );
         assert!(record.cooling_down(t0 + secs(62.0)));
+        assert_eq!(record.total, 3, "status reports every fight");
         assert!(!record.cooling_down(t0 + secs(62.05)));
     }
 

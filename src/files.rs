@@ -48,6 +48,16 @@ pub fn open_private(path: &Path, append: bool) -> io::Result<File> {
     regular(file)
 }
 
+/// Opens an existing private file read-only, for a look that must not
+/// create or change anything.
+pub fn open_existing(path: &Path) -> io::Result<File> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(path)?;
+    regular(file)
+}
+
 /// Refuses anything but a regular file, and makes reads block again.
 fn regular(file: File) -> io::Result<File> {
     if !file.metadata()?.file_type().is_file() {

@@ -149,7 +149,6 @@ struct EventData {
 /// reads are declared; miniserde skips the rest.
 #[derive(Deserialize)]
 struct Line {
-    id: Option<String>,
     result: Option<ResultBody>,
     error: Option<ErrorBody>,
     event: Option<String>,
@@ -225,7 +224,6 @@ pub fn parse_line(bytes: &[u8]) -> Result<Message, Malformed> {
     if let Some(error) = line.error {
         return Ok(Message::Error(error));
     }
-    let _ = line.id;
     let result = line.result.ok_or_else(malformed)?;
     let kind = result.kind.unwrap_or_default();
     Ok(match kind.as_str() {
@@ -288,9 +286,16 @@ impl LineBuffer {
         match newline {
             Some(offset) => {
                 let end = self.scanned + offset;
-                let mut line: Vec<u8> = self.pending.drain(..=end).collect();
-                line.pop();
                 self.scanned = 0;
+                // The usual case, one answer that fills the buffer, hands
+                // the buffer over instead of copying a line that can be a
+                // megabyte long (a pane.list of 3000 panes).
+                let mut line = if end + 1 == self.pending.len() {
+                    std::mem::take(&mut self.pending)
+                } else {
+                    self.pending.drain(..=end).collect()
+                };
+                line.pop();
                 Some(line)
             }
             None => {

@@ -3,8 +3,8 @@
 //! One line per notable event, prefixed with a UTC timestamp. The file is
 //! capped at 1 MiB: past that it becomes `cowbell.log.1` (replacing the
 //! previous one) and a new file starts. A log that cannot be written is not
-//! a reason to stop keeping icons right, so failures are swallowed after
-//! one attempt to say so on stderr (which is /dev/null once detached).
+//! a reason to stop keeping icons right, so write failures are ignored
+//! (and `status` still shows the daemon and every tab).
 
 use std::fs::File;
 use std::io::Write;

@@ -76,15 +76,23 @@ pub struct TabRecord {
     pub auto_named: bool,
     pub fight: FightRecord,
     pub status: Option<Status>,
-    /// Labels sent recently, newest last.
-    pub sent: Vec<(String, Instant)>,
+    /// Labels sent recently, newest last, each with whether its echo has
+    /// come back yet.
+    pub sent: Vec<Sent>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sent {
+    label: String,
+    at: Instant,
+    echoed: bool,
 }
 
 impl TabRecord {
     fn sent_recently(&self, label: &str, now: Instant, memory: Duration) -> bool {
         self.sent
             .iter()
-            .any(|(sent, at)| sent == label && now.saturating_duration_since(*at) <= memory)
+            .any(|sent| sent.label == label && now.saturating_duration_since(sent.at) <= memory)
     }
 
     /// A label cowbell put there: one it sent recently, or any spinner frame
@@ -95,7 +103,11 @@ impl TabRecord {
     }
 
     fn remember_sent(&mut self, label: &str, now: Instant) {
-        self.sent.push((label.to_string(), now));
+        self.sent.push(Sent {
+            label: label.to_string(),
+            at: now,
+            echoed: false,
+        });
         if self.sent.len() > ECHOES_KEPT {
             self.sent.remove(0);
         }
@@ -240,10 +252,30 @@ impl Tracker {
     }
 
     /// Whether a `tab_renamed` event is the echo of cowbell's own rename.
-    pub fn is_echo(&self, tab_id: &str, label: &str, now: Instant, settings: &Settings) -> bool {
-        self.tabs
-            .get(tab_id)
-            .is_some_and(|r| r.is_own(label, &settings.labeler, now, settings.echo_memory))
+    /// Each rename has one echo: a matching event uses it up, so a later
+    /// rename by someone else to a label cowbell also wrote a while ago is
+    /// still noticed. Spinner frames are the exception (see `is_own`).
+    pub fn take_echo(
+        &mut self,
+        tab_id: &str,
+        label: &str,
+        now: Instant,
+        settings: &Settings,
+    ) -> bool {
+        let Some(record) = self.tabs.get_mut(tab_id) else {
+            return false;
+        };
+        let memory = settings.echo_memory;
+        let pending = record.sent.iter_mut().find(|sent| {
+            !sent.echoed && sent.label == label && now.saturating_duration_since(sent.at) <= memory
+        });
+        match pending {
+            Some(sent) => {
+                sent.echoed = true;
+                true
+            }
+            None => is_spinner_frame(label, &record.base, &settings.labeler),
+        }
     }
 
     /// herdr applied a rename: the tab now carries cowbell's label.
@@ -433,14 +465,17 @@ mod tests {
         let mut tracker = Tracker::default();
         let tabs = vec![tab("w1:t1", 1, "api", Status::Blocked)];
         let plan = tracker.resync(&tabs, &s, now);
-        assert!(tracker.is_echo("w1:t1", "🔴 api", now + Duration::from_secs(1), &s));
-        assert!(!tracker.is_echo("w1:t1", "api", now, &s));
-        assert!(!tracker.is_echo(
+        assert!(!tracker.take_echo("w1:t1", "api", now, &s));
+        assert!(!tracker.clone().take_echo(
             "w1:t1",
             "🔴 api",
             now + ECHO_MEMORY + Duration::from_secs(1),
             &s
         ));
+        // One rename, one echo: the same label once more is someone else's
+        // (a plugin that renames back to a label cowbell wrote earlier).
+        assert!(tracker.take_echo("w1:t1", "🔴 api", now + Duration::from_secs(1), &s));
+        assert!(!tracker.take_echo("w1:t1", "🔴 api", now + Duration::from_secs(1), &s));
         // The rename timed out but herdr applied it later: still ours.
         let late = vec![tab("w1:t1", 1, &plan.renames[0].label, Status::Blocked)];
         let plan = tracker.resync(&late, &s, now + Duration::from_secs(5));
@@ -634,7 +669,7 @@ mod tests {
         // Spinner frames are not own renames for the fight rules.
         assert_eq!(tracker.tabs["w1:t1"].fight.last_own_rename, Some(now));
         // A late echo of any frame is still cowbell's own.
-        assert!(tracker.is_echo("w1:t1", &s.labeler.spinner_label(7, "a"), later, &s));
+        assert!(tracker.take_echo("w1:t1", &s.labeler.spinner_label(7, "a"), later, &s));
         // A user rename in the middle of spinning becomes the base.
         tabs[0].label = "renamed".into();
         let plan = tracker.resync(&tabs, &s, now + Duration::from_secs(60));

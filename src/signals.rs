@@ -21,17 +21,22 @@ pub enum Request {
     Handover,
     /// SIGHUP: read the configuration again and resync.
     Reload,
+    /// SIGUSR2 (`cowbell off`): restore every name, record that cowbell is
+    /// off for this server, then exit.
+    TurnOff,
 }
 
-const WATCHED: [(libc::c_int, Request); 4] = [
+const WATCHED: [(libc::c_int, Request); 5] = [
     (libc::SIGTERM, Request::StopAndRestore),
     (libc::SIGINT, Request::StopAndRestore),
     (libc::SIGUSR1, Request::Handover),
     (libc::SIGHUP, Request::Reload),
+    (libc::SIGUSR2, Request::TurnOff),
 ];
 
 static PIPE_WRITE_FD: AtomicI32 = AtomicI32::new(-1);
-static PENDING: [AtomicBool; 4] = [
+static PENDING: [AtomicBool; 5] = [
+    AtomicBool::new(false),
     AtomicBool::new(false),
     AtomicBool::new(false),
     AtomicBool::new(false),
@@ -66,7 +71,7 @@ extern "C" fn on_signal(signal: libc::c_int) {
         // full pipe just drops the byte, and a wake-up is already pending.
         unsafe { libc::write(fd, &byte as *const u8 as *const libc::c_void, 1) };
     }
-    // SAFETY: as above.
+    // SAFETY: writing back this thread's errno slot is async-signal-safe.
     unsafe { *errno_location() = saved_errno };
 }
 

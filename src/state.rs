@@ -40,6 +40,7 @@ pub struct TabEntry {
     pub last_cooldown_end_ms: Option<u64>,
     pub last_cooldown_ms: Option<u64>,
     pub cooldown_level: u32,
+    pub fights_total: u32,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -235,6 +236,7 @@ pub fn to_tracker(state: &State, clock: Clock, timing: &Timing) -> Tracker {
                 _ => None,
             },
             level: entry.cooldown_level.min(16),
+            total: entry.fights_total,
         };
         let record = TabRecord {
             base: entry.base.clone(),
@@ -272,6 +274,7 @@ pub fn from_tracker(tracker: &Tracker, off: bool, clock: Clock) -> State {
                     .last_cooldown
                     .map(|(_, length)| length.as_millis() as u64),
                 cooldown_level: fight.level,
+                fights_total: fight.total,
             };
             (tab_id.clone(), entry)
         })

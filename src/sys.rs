@@ -1,6 +1,7 @@
 //! The system calls std does not offer, behind safe functions.
 //!
-//! Every `unsafe` block of cowbell except the signal handler lives here: a
+//! Every `unsafe` block of cowbell except the signal handling (in
+//! `signals`) lives here: a
 //! non-blocking Unix socket connect, `poll(2)`, `flock(2)`, the pieces of
 //! detaching (fork, setsid, dup2) and `kill(2)`. Each returns `io::Result`,
 //! with `cvt` turning `-1` into the `errno` error, and owns its fds as
@@ -56,7 +57,7 @@ fn set_status_flag(fd: RawFd, flag: libc::c_int, on: bool) -> io::Result<()> {
     // SAFETY: F_GETFL/F_SETFL on a valid fd read and set its status flags.
     let flags = cvt(unsafe { libc::fcntl(fd, libc::F_GETFL) })?;
     let flags = if on { flags | flag } else { flags & !flag };
-    // SAFETY: as above.
+    // SAFETY: F_SETFL on a valid fd sets only its status flags.
     cvt(unsafe { libc::fcntl(fd, libc::F_SETFL, flags) })?;
     Ok(())
 }
@@ -170,6 +171,24 @@ pub fn try_lock_exclusive(fd: BorrowedFd<'_>) -> io::Result<bool> {
         match cvt(unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) }) {
             Ok(_) => return Ok(true),
             Err(error) if error.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+            Err(error) => return Err(error),
+        }
+    }
+}
+
+/// Whether another open file description holds an exclusive `flock`,
+/// found with a shared lock that is given back at once.
+pub fn is_locked(fd: BorrowedFd<'_>) -> io::Result<bool> {
+    loop {
+        // SAFETY: flock takes no pointers and only affects this fd's lock.
+        match cvt(unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) }) {
+            Ok(_) => {
+                // SAFETY: as for the call above; this drops our shared lock.
+                unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_UN) };
+                return Ok(false);
+            }
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => return Ok(true),
             Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
             Err(error) => return Err(error),
         }

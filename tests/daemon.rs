@@ -624,3 +624,119 @@ fn short_commands_say_clearly_when_there_is_no_server() {
         outcome.stderr
     );
 }
+
+#[test]
+fn a_stop_during_a_slow_resync_still_restores_every_name() {
+    let (cb, tabs) = running_with_tabs(&["api"]);
+    let (tab, pane) = &tabs[0];
+    cb.herdr.set_status(pane, "idle");
+    cb.herdr.focus_tab(tab);
+    cb.expect_steady(tab, "api", Duration::from_millis(300));
+    let pid = cb.wait_for_daemon(SECOND);
+    // The resync's tab.list is still unanswered when the stop comes.
+    cb.herdr.set_response_delay(Duration::from_millis(300));
+    cb.herdr.set_status(pane, "blocked");
+    std::thread::sleep(Duration::from_millis(250));
+    cowbell::signal(pid, libc::SIGTERM);
+    assert!(cowbell::wait_dead(pid, 5 * SECOND), "{}", cb.log());
+    cb.herdr.set_response_delay(Duration::ZERO);
+    cb.expect_steady(tab, "api", SECOND);
+    assert!(!cb.state_json().contains("\"base\""), "{}", cb.state_json());
+}
+
+#[test]
+fn a_rename_back_to_a_label_cowbell_wrote_earlier_is_noticed() {
+    let cb = Cowbell::with(
+        Options {
+            deliver_interval: Duration::ZERO,
+            ..Options::default()
+        },
+        1.0,
+    );
+    let (tab, pane) = cb.tab(Some("api"));
+    cb.tab(Some("other"));
+    cb.startup();
+    cb.wait_for_daemon(2 * SECOND);
+    // cowbell writes "🔴 api", "api", "🔴 api" in turn.
+    cb.herdr.set_status(&pane, "blocked");
+    cb.expect_label(&tab, "🔴 api", 2 * SECOND);
+    cb.herdr.set_status(&pane, "idle");
+    cb.herdr.focus_tab(&tab);
+    cb.expect_label(&tab, "api", 2 * SECOND);
+    cb.herdr.set_status(&pane, "blocked");
+    cb.expect_label(&tab, "🔴 api", 2 * SECOND);
+    std::thread::sleep(Duration::from_millis(300));
+    // Another plugin sets "api", a label cowbell also wrote: not an echo.
+    cb.herdr.rename_tab(&tab, "api");
+    cb.expect_label(&tab, "🔴 api", 2 * SECOND);
+}
+
+#[test]
+fn a_busy_server_does_not_postpone_the_plugin_check() {
+    // Scale 60: the check is due every second; events come every 200 ms,
+    // each one a resync that pushes the heartbeat on.
+    let cb = Cowbell::with(Options::default(), 60.0);
+    let (tab, pane) = cb.tab(Some("api"));
+    let (_busy, busy_pane) = cb.tab(Some("busy"));
+    cb.startup();
+    let pid = cb.wait_for_daemon(2 * SECOND);
+    cb.herdr.set_status(&pane, "blocked");
+    cb.expect_label(&tab, "🔴 api", 2 * SECOND);
+    cb.herdr.set_plugin("cowbell", false);
+    let start = Instant::now();
+    let mut flip = false;
+    while cowbell::alive(pid) && start.elapsed() < 4 * SECOND {
+        cb.herdr
+            .set_status(&busy_pane, if flip { "working" } else { "unknown" });
+        flip = !flip;
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(
+        cowbell::wait_dead(pid, SECOND),
+        "never noticed:\n{}",
+        cb.log()
+    );
+    cb.expect_label(&tab, "api", SECOND);
+}
+
+#[test]
+fn off_wins_against_watchdogs_that_run_at_the_same_time() {
+    let (cb, tabs) = running_with_tabs(&["api"]);
+    let (tab, pane) = &tabs[0];
+    cb.herdr.set_status(pane, "blocked");
+    cb.expect_label(tab, "🔴 api", 2 * SECOND);
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let hooks = scope.spawn(|| {
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                assert!(cb.watchdog().status.success());
+            }
+        });
+        let outcome = cb.action("off");
+        assert!(outcome.status.success(), "{}", outcome.stderr);
+        std::thread::sleep(Duration::from_millis(300));
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        hooks.join().unwrap();
+    });
+    assert!(cb.wait_for_no_daemon(2 * SECOND), "{:?}", cb.daemons());
+    cb.expect_steady(tab, "api", SECOND);
+}
+
+#[test]
+fn status_does_not_stop_a_watchdog_from_starting_the_daemon() {
+    let cb = Cowbell::new();
+    cb.tab(Some("api"));
+    std::thread::scope(|scope| {
+        let looker = scope.spawn(|| {
+            for _ in 0..20 {
+                cb.run(&["status"]);
+            }
+        });
+        for _ in 0..20 {
+            assert!(cb.watchdog().status.success());
+        }
+        looker.join().unwrap();
+    });
+    cb.wait_for_daemon(2 * SECOND);
+    assert_eq!(cb.daemons().len(), 1);
+}
