@@ -205,6 +205,7 @@ pub struct EventLoop {
     durations: Durations,
     settings: Settings,
     tracker: Tracker,
+    clock: Clock,
     last_saved: Option<String>,
 
     lifecycle: Option<Subscription>,
@@ -258,12 +259,16 @@ impl EventLoop {
             log.line(&format!("config: {}", problem.message));
         }
         let settings = settings_from(&loaded.config, &durations);
-        let now_secs = Clock::now().wall_ms / 1000;
+        // One reading of both clocks for the daemon's life: every save
+        // converts instants with the same offset, so an unchanged state
+        // gives the same text and is not written (and synced) again.
+        let clock = Clock::now();
+        let now_secs = clock.wall_ms / 1000;
         let (saved, warning) = state::load(&paths.state_file(), now_secs);
         if let Some(warning) = warning {
             log.line(&format!("state: {warning}"));
         }
-        let tracker = state::to_tracker(&saved, Clock::now(), &durations.fight_timing);
+        let tracker = state::to_tracker(&saved, clock, &durations.fight_timing);
         EventLoop {
             paths,
             log,
@@ -271,6 +276,7 @@ impl EventLoop {
             durations,
             settings,
             tracker,
+            clock,
             last_saved: None,
             lifecycle: None,
             status: None,
@@ -475,22 +481,16 @@ impl EventLoop {
             self.retry_deadline = None;
             self.begin_resync();
         }
-        if due(self.heartbeat_deadline) {
-            // A quiet server: look again, panes included, in case an event
-            // was lost (herdr keeps only its last 512).
+        // The heartbeat: 60 s after the last resync (a quiet server), and in
+        // any case 60 s after the last plugin check (a busy server resyncs
+        // often, which keeps moving the first). Both jobs go together, so a
+        // quiet server costs one timer wake-up a minute.
+        if due(self.heartbeat_deadline) || due(self.plugin_check_deadline) {
             self.heartbeat_deadline = None;
-            self.panes_wanted = true;
-            self.begin_resync();
-            // The plugin check rides along, so a quiet server costs one
-            // wake-up a minute, not two.
-            self.plugin_check_deadline = Some(now);
-        }
-        if due(self.plugin_check_deadline) {
-            // Its own slot: a busy server resyncs often, which postpones the
-            // heartbeat, but the plugin may be disabled all the same.
             self.plugin_check_deadline = Some(now + self.durations.heartbeat);
             if self.connected && self.stop.is_none() {
                 self.queue.push_back(Purpose::ListPlugins);
+                self.begin_resync();
             }
         }
         if due(self.cooldown_deadline) {
@@ -913,6 +913,17 @@ impl EventLoop {
                 self.resync_running = false;
             }
             (Purpose::ListTabs { restore: false }, Message::Tabs(infos)) => {
+                // A pane created or closed without its event reaching us
+                // (a slow reader loses events) shows in the pane counts.
+                let listed_panes: u64 = infos.iter().filter_map(|t| t.pane_count).sum();
+                let listing = self.queue.contains(&Purpose::ListPanes)
+                    || self
+                        .in_flight
+                        .iter()
+                        .any(|p| p.purpose == Purpose::ListPanes);
+                if listed_panes != self.subscribed_panes.len() as u64 && !listing {
+                    self.queue.push_back(Purpose::ListPanes);
+                }
                 let tabs: Vec<Tab> = infos.iter().map(Tab::from_info).collect();
                 let plan = self.tracker.resync(&tabs, &self.settings, now);
                 for note in &plan.notes {
@@ -1088,7 +1099,7 @@ impl EventLoop {
     }
 
     fn save(&mut self) {
-        let state = state::from_tracker(&self.tracker, self.off, Clock::now());
+        let state = state::from_tracker(&self.tracker, self.off, self.clock);
         if let Err(error) = state::save(&self.paths.state_file(), &state, &mut self.last_saved) {
             self.log.line(&format!(
                 "cannot save {}: {error}",

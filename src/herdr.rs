@@ -109,6 +109,7 @@ pub struct TabInfo {
     pub label: String,
     pub focused: Option<bool>,
     pub agent_status: Option<String>,
+    pub pane_count: Option<u64>,
 }
 
 #[derive(Deserialize, Clone, Debug)]

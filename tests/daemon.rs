@@ -740,3 +740,23 @@ fn status_does_not_stop_a_watchdog_from_starting_the_daemon() {
     cb.wait_for_daemon(2 * SECOND);
     assert_eq!(cb.daemons().len(), 1);
 }
+
+#[test]
+fn an_unchanged_state_is_not_written_again() {
+    // Scale 60: a heartbeat a second, each one a resync that changes nothing.
+    let cb = Cowbell::with(Options::default(), 60.0);
+    let (tab, pane) = cb.tab(Some("api"));
+    cb.startup();
+    cb.herdr.set_status(&pane, "blocked");
+    cb.expect_label(&tab, "🔴 api", 2 * SECOND);
+    std::thread::sleep(SECOND);
+    let state = cb.server_dir().join("state.json");
+    let written = std::fs::metadata(&state).unwrap().modified().unwrap();
+    let lists = tab_lists(&cb);
+    std::thread::sleep(Duration::from_millis(3500));
+    assert!(tab_lists(&cb) > lists, "no heartbeat resync happened");
+    assert_eq!(
+        std::fs::metadata(&state).unwrap().modified().unwrap(),
+        written
+    );
+}

@@ -17,6 +17,8 @@
 
 mod support;
 
+use support::rng::Rng;
+
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -26,24 +28,6 @@ use support::invariants::{Names, assert_one_daemon, assert_restore, log_tail, wa
 
 const TABS: usize = 200;
 const SECOND: Duration = Duration::from_secs(1);
-
-/// xorshift64*: reproducible from the printed seed, no dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len())]
-    }
-}
 
 fn env_number(name: &str, default: f64) -> f64 {
     std::env::var(name)

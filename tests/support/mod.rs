@@ -11,6 +11,7 @@ pub mod fake_herdr;
 pub mod hooks;
 pub mod invariants;
 pub mod renamers;
+pub mod rng;
 pub mod tempdir;
 
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
