@@ -206,7 +206,7 @@ pub struct EventLoop {
     settings: Settings,
     tracker: Tracker,
     clock: Clock,
-    last_saved: Option<String>,
+    last_saved: Option<u64>,
 
     lifecycle: Option<Subscription>,
     status: Option<Subscription>,
@@ -1105,9 +1105,6 @@ impl EventLoop {
                 "cannot save {}: {error}",
                 self.paths.state_file().display()
             ));
-            // Remember the text anyway so a read-only directory is not
-            // retried (and logged) on every resync.
-            self.last_saved = Some(state::encode(&state));
         }
     }
 }

@@ -11,6 +11,14 @@ use std::io::{self, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
+/// FNV-1a: a stable, tiny hash of bytes, to name a server's directory
+/// after its socket and to know whether a file's text changed.
+pub fn fingerprint(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(*byte)).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
 /// Creates `dir` (and its parents) as 0700 if missing, and refuses a
 /// directory that is a symlink or not a directory.
 pub fn ensure_private_dir(dir: &Path) -> io::Result<()> {

@@ -88,16 +88,21 @@ pub fn lifecycle_subscription() -> String {
 
 /// `events.subscribe` params for the per-pane status subscription.
 pub fn status_subscription(pane_ids: &[String]) -> String {
-    let entries: Vec<String> = pane_ids
-        .iter()
-        .map(|pane| {
-            format!(
-                "{{\"type\":\"pane.agent_status_changed\",\"pane_id\":{}}}",
-                json::to_string(pane)
-            )
-        })
-        .collect();
-    format!("{{\"subscriptions\":[{}]}}", entries.join(","))
+    // Built in one string: for 3000 panes it is about 180 KB, and pieces
+    // joined afterwards would hold it in memory twice.
+    const ENTRY: &str = "{\"type\":\"pane.agent_status_changed\",\"pane_id\":";
+    let mut params = String::with_capacity(20 + pane_ids.len() * (ENTRY.len() + 16));
+    params.push_str("{\"subscriptions\":[");
+    for (index, pane) in pane_ids.iter().enumerate() {
+        if index > 0 {
+            params.push(',');
+        }
+        params.push_str(ENTRY);
+        params.push_str(&json::to_string(pane));
+        params.push('}');
+    }
+    params.push_str("]}");
+    params
 }
 
 /// A tab as `tab.list` describes it.
@@ -462,6 +467,17 @@ mod tests {
         let huge = vec![b'x'; MAX_LINE + 1];
         assert_eq!(lines.push(&huge), Err(LineTooLong));
         assert_eq!(lines.next_line(), None);
+    }
+
+    #[test]
+    fn the_status_subscription_lists_every_pane() {
+        let panes = vec!["w1:p1".to_string(), "w1:p\"2".to_string()];
+        let params = status_subscription(&panes);
+        assert_eq!(
+            params,
+            r#"{"subscriptions":[{"type":"pane.agent_status_changed","pane_id":"w1:p1"},{"type":"pane.agent_status_changed","pane_id":"w1:p\"2"}]}"#
+        );
+        assert_eq!(status_subscription(&[]), r#"{"subscriptions":[]}"#);
     }
 
     #[test]

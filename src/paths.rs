@@ -87,16 +87,8 @@ pub fn server_dir_name(socket: &Path, default_socket: &Path) -> String {
     }
     format!(
         "socket-{:016x}",
-        fnv1a(socket.as_os_str().as_encoded_bytes())
+        crate::files::fingerprint(socket.as_os_str().as_encoded_bytes())
     )
-}
-
-/// FNV-1a: a stable, tiny hash; collisions only matter between one user's
-/// own socket paths.
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
-        (hash ^ u64::from(*byte)).wrapping_mul(0x100_0000_01b3)
-    })
 }
 
 #[cfg(test)]

@@ -189,6 +189,9 @@ impl Tracker {
                 self.tabs.entry(tab.tab_id.clone()).or_insert(record)
             }
         };
+        record
+            .sent
+            .retain(|sent| now.saturating_duration_since(sent.at) <= settings.echo_memory);
         if tab.label != record.seen {
             if record.is_own(&tab.label, labeler, now, settings.echo_memory) {
                 record.written = Some(tab.label.clone());

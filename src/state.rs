@@ -151,18 +151,22 @@ fn corrupt_name(path: &Path, now_unix_secs: u64) -> PathBuf {
     path.with_file_name(format!("{name}.corrupt-{now_unix_secs}"))
 }
 
-/// Writes the state unless `last_saved` already holds the same text.
-/// Returns whether it wrote.
-pub fn save(path: &Path, state: &State, last_saved: &mut Option<String>) -> io::Result<bool> {
+/// Writes the state unless its text is the one last saved, known by its
+/// fingerprint (for 1000 tabs the text is ~300 KB, not worth keeping).
+/// A failed write is not tried again until the state changes, so a
+/// read-only directory costs one log line, not one per resync. Returns
+/// whether it wrote.
+pub fn save(path: &Path, state: &State, last_saved: &mut Option<u64>) -> io::Result<bool> {
     let text = encode(state);
-    if last_saved.as_deref() == Some(text.as_str()) {
+    let fingerprint = files::fingerprint(text.as_bytes());
+    if *last_saved == Some(fingerprint) {
         return Ok(false);
     }
+    *last_saved = Some(fingerprint);
     if let Some(dir) = path.parent() {
         files::ensure_private_dir(dir)?;
     }
     files::write_atomically(path, text.as_bytes())?;
-    *last_saved = Some(text);
     Ok(true)
 }
 
