@@ -201,7 +201,7 @@ pub fn sync(paths: &Paths) -> Result<u8, Error> {
 fn list_tabs(paths: &Paths) -> Result<Vec<Tab>, Error> {
     check_socket(paths)?;
     match herdr::call(&paths.socket, "tab.list", "{}").map_err(Error::herdr(server_what(paths)))? {
-        Message::Tabs(infos) => Ok(infos.iter().map(Tab::from_info).collect()),
+        Message::Tabs(infos) => Ok(infos.iter().map(TabInfo::to_tab).collect()),
         other => Err(Error::Herdr {
             what: server_what(paths),
             why: format!("unexpected answer to tab.list: {}", other.kind()),

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use crate::config::{self, Config};
 use crate::fights::Timing;
-use crate::herdr::{self, LineBuffer, Message};
+use crate::herdr::{self, LineBuffer, Message, TabInfo};
 use crate::log::{Log, quote};
 use crate::paths::Paths;
 use crate::resync::{ECHO_MEMORY, Note, Rename, Settings, Tab, Tracker};
@@ -924,7 +924,7 @@ impl EventLoop {
                 if listed_panes != self.subscribed_panes.len() as u64 && !listing {
                     self.queue.push_back(Purpose::ListPanes);
                 }
-                let tabs: Vec<Tab> = infos.iter().map(Tab::from_info).collect();
+                let tabs: Vec<Tab> = infos.iter().map(TabInfo::to_tab).collect();
                 let plan = self.tracker.resync(&tabs, &self.settings, now);
                 for note in &plan.notes {
                     self.log.line(&describe_note(note));
@@ -939,7 +939,7 @@ impl EventLoop {
                 self.maybe_finish_resync(now);
             }
             (Purpose::ListTabs { restore: true }, Message::Tabs(infos)) => {
-                let tabs: Vec<Tab> = infos.iter().map(Tab::from_info).collect();
+                let tabs: Vec<Tab> = infos.iter().map(TabInfo::to_tab).collect();
                 let present: Vec<&str> = tabs.iter().map(|t| t.tab_id.as_str()).collect();
                 // Tabs that are gone need no restoring.
                 self.tracker

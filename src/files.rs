@@ -115,6 +115,9 @@ pub fn read_capped(path: &Path, cap: u64) -> io::Result<Option<Vec<u8>>> {
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
     let temp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
+    // A leftover of a crashed process that had our pid would make
+    // `create_new` fail on every save.
+    let _ = fs::remove_file(&temp);
     let result = (|| {
         let mut file = OpenOptions::new()
             .write(true)
@@ -170,6 +173,8 @@ pub mod tests {
         );
         let file = dir.join("f");
         write_atomically(&file, b"one").unwrap();
+        // A temp file left by a crash does not block the next save.
+        fs::write(dir.join(format!(".f.tmp-{}", std::process::id())), b"stale").unwrap();
         write_atomically(&file, b"two").unwrap();
         assert_eq!(fs::read(&file).unwrap(), b"two");
         assert_eq!(

@@ -14,6 +14,9 @@ use std::time::{Duration, Instant};
 
 use miniserde::{Deserialize, json};
 
+use crate::labels::Status;
+use crate::resync::Tab;
+
 /// Longest line accepted from herdr. A `tab.list` of 1000 tabs is ~200 KiB;
 /// anything past this is a broken or hostile peer, and the connection goes.
 pub const MAX_LINE: usize = 4 << 20;
@@ -115,6 +118,24 @@ pub struct TabInfo {
     pub focused: Option<bool>,
     pub agent_status: Option<String>,
     pub pane_count: Option<u64>,
+}
+
+impl TabInfo {
+    /// The tab in the core's terms; a status herdr may add later counts
+    /// as unknown.
+    pub fn to_tab(&self) -> Tab {
+        let status = self
+            .agent_status
+            .as_deref()
+            .and_then(Status::from_name)
+            .unwrap_or(Status::Unknown);
+        Tab {
+            tab_id: self.tab_id.clone(),
+            number: self.number,
+            label: self.label.clone(),
+            status,
+        }
+    }
 }
 
 #[derive(Deserialize, Clone, Debug)]

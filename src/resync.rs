@@ -11,7 +11,6 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use crate::fights::{FightRecord, Timing, Verdict};
-use crate::herdr::TabInfo;
 use crate::labels::{Labeler, SPINNER_FRAMES, Status};
 
 /// How long a label cowbell sent is still recognised as its own echo.
@@ -32,20 +31,6 @@ pub struct Tab {
 }
 
 impl Tab {
-    pub fn from_info(info: &TabInfo) -> Tab {
-        let status = info
-            .agent_status
-            .as_deref()
-            .and_then(Status::from_name)
-            .unwrap_or(Status::Unknown);
-        Tab {
-            tab_id: info.tab_id.clone(),
-            number: info.number,
-            label: info.label.clone(),
-            status,
-        }
-    }
-
     /// herdr names a tab nobody named after its 1-based position.
     fn looks_auto_named(&self) -> bool {
         self.label == self.number.to_string()

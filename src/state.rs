@@ -148,7 +148,14 @@ fn corrupt_name(path: &Path, now_unix_secs: u64) -> PathBuf {
         .file_name()
         .and_then(|n| n.to_str())
         .unwrap_or("state.json");
-    path.with_file_name(format!("{name}.corrupt-{now_unix_secs}"))
+    // Two corrupt files within a second must not overwrite each other.
+    let mut candidate = path.with_file_name(format!("{name}.corrupt-{now_unix_secs}"));
+    let mut n = 1;
+    while candidate.symlink_metadata().is_ok() && n < 100 {
+        candidate = path.with_file_name(format!("{name}.corrupt-{now_unix_secs}-{n}"));
+        n += 1;
+    }
+    candidate
 }
 
 /// Writes the state unless its text is the one last saved, known by its

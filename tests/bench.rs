@@ -850,19 +850,25 @@ fn m5_cpu_per_change() {
     let took = started.elapsed();
     strace.stop();
     // Requests: each change's window holds exactly one tab.list and one
-    // tab.rename of the changed tab, nothing else.
+    // tab.rename of the changed tab, nothing else, apart from a heartbeat
+    // (one plugin.list with its own tab.list) that may fall into it.
     let requests = b.herdr.requests_since(first);
     let mut bad = Vec::new();
     for (w, &(start, i)) in windows.iter().enumerate() {
         let end = windows.get(w + 1).map_or(first + requests.len(), |x| x.0);
         let window = &requests[start - first..end - first];
-        let lists = window.iter().filter(|r| r.method == "tab.list").count();
+        let beats = window.iter().filter(|r| r.method == "plugin.list").count();
+        let lists = window
+            .iter()
+            .filter(|r| r.method == "tab.list")
+            .count()
+            .saturating_sub(beats.min(1));
         let renames: Vec<String> = window
             .iter()
             .filter(|r| r.method == "tab.rename")
             .filter_map(|r| r.param("tab_id"))
             .collect();
-        if lists != 1 || window.len() != 2 || renames != [b.tabs[i].id.clone()] {
+        if lists != 1 || window.len() != 2 + 2 * beats || renames != [b.tabs[i].id.clone()] {
             let methods: Vec<String> = window
                 .iter()
                 .map(|r| match r.param("tab_id") {
