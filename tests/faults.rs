@@ -1180,6 +1180,20 @@ fn run_as_nobody(cb: &Cowbell, args: &[&str]) -> hooks::HookOutcome {
 }
 
 /// A fixture cowbell-as-nobody can use: socket and directories reachable.
+/// SIGTERM to the daemon (`off` would run as root here): every tab gets
+/// exactly its own name back.
+fn sigterm_restores_every_name(cb: &Cowbell, names: &Names) {
+    let pid = cb.daemon_pid().unwrap();
+    cowbell::signal(pid, libc::SIGTERM);
+    wait_exit(cb, pid, 5 * SECOND);
+    assert!(
+        cb.herdr
+            .wait_until(SECOND, |snap| names.name_mismatches(snap).is_empty()),
+        "{:?}",
+        names.name_mismatches(&cb.herdr.snapshot())
+    );
+}
+
 fn nobody_scene() -> Option<(Cowbell, Names, Vec<String>)> {
     if !is_root() || setpriv().is_none() {
         eprintln!("skipped: needs root and setpriv(1) to run cowbell as another user");
@@ -1224,15 +1238,7 @@ fn a_read_only_state_directory_still_gets_icons_and_says_state_cannot_be_saved()
     assert!(!dir.join("state.json").exists());
     assert_one_daemon(&cb);
     // Without state.json the stop restores from what the daemon holds.
-    let pid = cb.daemon_pid().unwrap();
-    cowbell::signal(pid, libc::SIGTERM);
-    wait_exit(&cb, pid, 5 * SECOND);
-    assert!(
-        cb.herdr
-            .wait_until(SECOND, |snap| names.name_mismatches(snap).is_empty()),
-        "{:?}",
-        names.name_mismatches(&cb.herdr.snapshot())
-    );
+    sigterm_restores_every_name(&cb, &names);
 }
 
 #[test]
@@ -1253,15 +1259,7 @@ fn a_state_file_owned_by_another_user_and_unreadable_is_survived() {
     assert_icons(&cb, &names, 3 * SECOND);
     expect_log(&cb, "state: ", SECOND);
     assert_one_daemon(&cb);
-    let pid = cb.daemon_pid().unwrap();
-    cowbell::signal(pid, libc::SIGTERM);
-    wait_exit(&cb, pid, 5 * SECOND);
-    assert!(
-        cb.herdr
-            .wait_until(SECOND, |snap| names.name_mismatches(snap).is_empty()),
-        "{:?}",
-        names.name_mismatches(&cb.herdr.snapshot())
-    );
+    sigterm_restores_every_name(&cb, &names);
 }
 
 #[test]
@@ -1278,9 +1276,7 @@ fn an_unreadable_config_file_falls_back_to_defaults() {
     assert_icons(&cb, &names, 3 * SECOND);
     expect_log(&cb, "config: ", SECOND);
     assert_one_daemon(&cb);
-    let pid = cb.daemon_pid().unwrap();
-    cowbell::signal(pid, libc::SIGTERM);
-    wait_exit(&cb, pid, 5 * SECOND);
+    sigterm_restores_every_name(&cb, &names);
 }
 
 // ---------------------------------------------------------------------------
