@@ -760,3 +760,29 @@ fn an_unchanged_state_is_not_written_again() {
         written
     );
 }
+
+#[test]
+fn reconnects_back_off_from_half_a_second_to_thirty() {
+    // Scale 10: 0.5 s .. 30 s become 50 ms .. 3 s.
+    let mut cb = Cowbell::with(Options::default(), 10.0);
+    cb.tab(Some("api"));
+    cb.startup();
+    cb.wait_for_daemon(2 * SECOND);
+    std::thread::sleep(Duration::from_millis(300));
+    cb.herdr.stop();
+    std::thread::sleep(Duration::from_millis(9500));
+    let waits: Vec<u64> = cb
+        .log()
+        .lines()
+        .filter_map(|line| line.split("retrying in ").nth(1))
+        .filter_map(|rest| rest.strip_suffix(" ms"))
+        .filter_map(|ms| ms.parse().ok())
+        .collect();
+    assert!(waits.len() >= 8, "{waits:?}\n{}", cb.log());
+    assert_eq!(
+        &waits[..8],
+        [50, 100, 200, 400, 800, 1600, 3000, 3000],
+        "{}",
+        cb.log()
+    );
+}
