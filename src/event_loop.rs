@@ -298,7 +298,7 @@ impl EventLoop {
             panes_wanted: false,
             renames_outstanding: 0,
             restores_outstanding: 0,
-            off: false,
+            off: saved.off,
             stop: None,
             exit_code: None,
             request_counter: 0,
