@@ -111,7 +111,7 @@ fn a_closed_tab_leaves_state_json() {
     let (temp, pane) = &tabs[1];
     cb.herdr.set_status(pane, "blocked");
     cb.expect_label(temp, "🔴 temp", 2 * SECOND);
-    assert!(cb.state_json().contains(temp.as_str()));
+    cb.wait_state_saved(&[temp]);
     cb.herdr.close_tab(temp);
     let deadline = Instant::now() + 2 * SECOND;
     while cb.state_json().contains(temp.as_str()) {
@@ -313,6 +313,7 @@ fn the_watchdog_restarts_a_killed_daemon_without_losing_bases() {
     let (tab, pane) = &tabs[0];
     cb.herdr.set_status(pane, "blocked");
     cb.expect_label(tab, "🔴 api", 2 * SECOND);
+    cb.wait_state_saved(&[tab]);
     let pid = cb.wait_for_daemon(SECOND);
     cowbell::signal(pid, libc::SIGKILL);
     assert!(cowbell::wait_dead(pid, 2 * SECOND));
@@ -529,6 +530,7 @@ fn remove_icons_works_without_a_daemon_and_cleans_up_after_a_crash() {
     }
     cb.expect_label(&tabs[0].0, "🔴 api", 2 * SECOND);
     cb.expect_label(&tabs[1].0, "🔴 docs", 2 * SECOND);
+    cb.wait_state_saved(&[&tabs[0].0, &tabs[1].0]);
     let pid = cb.wait_for_daemon(SECOND);
     cowbell::signal(pid, libc::SIGKILL);
     assert!(cowbell::wait_dead(pid, 2 * SECOND));
@@ -570,6 +572,7 @@ fn status_reports_the_daemon_the_server_and_every_tab() {
     let (tab, pane) = &tabs[0];
     cb.herdr.set_status(pane, "blocked");
     cb.expect_label(tab, "🔴 api", 2 * SECOND);
+    cb.wait_state_saved(&[tab]);
     let pid = cb.wait_for_daemon(SECOND);
     let outcome = cb.run(&["status"]);
     assert!(outcome.status.success());

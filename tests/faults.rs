@@ -654,6 +654,7 @@ fn after_sigkill_the_watchdog_starts_a_daemon_that_adopts_state() {
     let pid = cb.wait_for_daemon(2 * SECOND);
     cb.expect_label(&t1, "🔴 api", 2 * SECOND);
     cb.expect_label(&t2, "🔴 2", 2 * SECOND);
+    cb.wait_state_saved(&[&t1, &t2]);
     cowbell::signal(pid, libc::SIGKILL);
     assert!(cowbell::wait_dead(pid, 2 * SECOND));
     // While no daemon runs, the auto-named tab moves to position 1. Only
@@ -686,6 +687,8 @@ fn remove_icons_without_a_daemon_restores_every_name_from_state() {
     let pid = cb.wait_for_daemon(2 * SECOND);
     cb.expect_label(&t2, "🔴 2", 2 * SECOND);
     cb.expect_label(&t3, "🔴 docs", 2 * SECOND);
+    cb.expect_label(&t1, "🔴 api", 2 * SECOND);
+    cb.wait_state_saved(&[&t1, &t2, &t3]);
     cowbell::signal(pid, libc::SIGKILL);
     assert!(cowbell::wait_dead(pid, 2 * SECOND));
     cb.herdr.move_tab(&t2, 3);
@@ -933,6 +936,8 @@ fn run_with_timeout(
 /// state.json), so the next start reads the files the test prepares.
 fn killed_scene() -> Scene {
     let s = scene();
+    let tracked: Vec<&str> = s.tabs[..2].iter().map(String::as_str).collect();
+    s.cb.wait_state_saved(&tracked);
     let pid = s.pid();
     cowbell::signal(pid, libc::SIGKILL);
     assert!(cowbell::wait_dead(pid, 2 * SECOND));
@@ -1290,6 +1295,12 @@ fn files_are_private_and_nothing_is_written_outside_the_server_directory() {
     s.icons_within(CLEAR);
     let dir = s.cb.server_dir();
     assert_eq!(std::fs::metadata(&dir).unwrap().mode() & 0o777, 0o700);
+    // The icons are there once herdr applied the renames; the state is
+    // saved a moment later, when the daemon has read the answers.
+    let deadline = std::time::Instant::now() + 2 * SECOND;
+    while !dir.join("state.json").exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let mut seen = Vec::new();
     for entry in std::fs::read_dir(&dir).unwrap() {
         let entry = entry.unwrap();
@@ -1297,7 +1308,10 @@ fn files_are_private_and_nothing_is_written_outside_the_server_directory() {
         let name = entry.file_name().to_string_lossy().into_owned();
         assert!(meta.is_file(), "{name} is not a regular file");
         assert_eq!(meta.mode() & 0o777, 0o600, "{name} is not 0600");
-        seen.push(name);
+        // A save in progress has its temp file beside state.json.
+        if !name.starts_with(".state.json.tmp-") {
+            seen.push(name);
+        }
     }
     seen.sort();
     assert_eq!(seen, ["cowbell.log", "cowbell.pid", "state.json"]);

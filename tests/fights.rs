@@ -910,6 +910,7 @@ fn restoring_after_a_crash_writes_the_current_position_too() {
     let pid = cb.wait_for_daemon(2 * SECOND);
     cb.expect_label(&t1, "🔴 1", 2 * SECOND);
     cb.expect_label(&t2, "🟡 2", SECOND);
+    cb.wait_state_saved(&[&t1, &t2]);
     cowbell::signal(pid, libc::SIGKILL);
     assert!(cowbell::wait_dead(pid, 2 * SECOND));
     // Moved while no daemon runs; `off` restores from state.json.

@@ -207,6 +207,29 @@ impl Cowbell {
         (tab, pane)
     }
 
+    /// Waits until state.json records every tab of `tabs` with the label it
+    /// shows now: the daemon saves just after herdr answers its renames,
+    /// so a test that kills it must wait for that save first.
+    pub fn wait_state_saved(&self, tabs: &[&str]) {
+        let deadline = Instant::now() + Duration::from_secs(3);
+        loop {
+            let state = self.state_json();
+            let saved = tabs.iter().all(|tab| {
+                let label = super::fake_herdr::quote(&self.herdr.label(tab));
+                state.contains(&format!("\"{tab}\":{{"))
+                    && state.contains(&format!("\"written\":{label}"))
+            });
+            if saved {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "state.json never caught up:\n{state}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     /// Waits until the tab's label is `label`; fails with the log if not.
     pub fn expect_label(&self, tab: &str, label: &str, timeout: Duration) {
         let ok = self.herdr.wait_until(timeout, |s| s.label(tab) == label);
