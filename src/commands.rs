@@ -19,7 +19,7 @@ use crate::herdr::{self, Message, TabInfo};
 use crate::labels;
 use crate::log::{quote, utc_timestamp};
 use crate::paths::Paths;
-use crate::resync::{ECHO_MEMORY, Settings, Tab};
+use crate::resync::{Settings, Tab};
 use crate::state::{self, Clock, State};
 
 pub fn daemon(paths: &Paths, replace: bool, foreground: bool) -> Result<u8, Error> {
@@ -166,14 +166,12 @@ pub fn sync(paths: &Paths) -> Result<u8, Error> {
     for problem in &loaded.problems {
         eprintln!("cowbell: {}", problem.message);
     }
-    let settings = Settings {
-        labeler: loaded.config.labeler(),
-        include_auto_named: loaded.config.include_auto_named,
+    // One resync and exit: no spinner to turn.
+    let config = config::Config {
         spinner: false,
-        spinner_interval: std::time::Duration::from_millis(500),
-        timing: Timing::REAL,
-        echo_memory: ECHO_MEMORY,
+        ..loaded.config
     };
+    let settings = Settings::from_config(&config, Timing::REAL, 1);
     let clock = Clock::now();
     let mut tracker = state::to_tracker(&state, clock, &settings.timing);
     let tabs = list_tabs(paths)?;
@@ -199,14 +197,7 @@ pub fn sync(paths: &Paths) -> Result<u8, Error> {
 }
 
 fn list_tabs(paths: &Paths) -> Result<Vec<Tab>, Error> {
-    check_socket(paths)?;
-    match herdr::call(&paths.socket, "tab.list", "{}").map_err(Error::herdr(server_what(paths)))? {
-        Message::Tabs(infos) => Ok(infos.iter().map(TabInfo::to_tab).collect()),
-        other => Err(Error::Herdr {
-            what: server_what(paths),
-            why: format!("unexpected answer to tab.list: {}", other.kind()),
-        }),
-    }
+    Ok(list_tab_infos(paths)?.iter().map(TabInfo::to_tab).collect())
 }
 
 fn server_what(paths: &Paths) -> String {
@@ -274,7 +265,7 @@ pub fn status(paths: &Paths, as_json: bool) -> Result<u8, Error> {
     };
     let state = read_state(paths);
     let loaded = config::load(&paths.config_file);
-    let (tabs, server_error) = match list_tabs_raw(paths) {
+    let (tabs, server_error) = match list_tab_infos(paths) {
         Ok(tabs) => (tabs, None),
         Err(error) => (Vec::new(), Some(error.to_string())),
     };
@@ -328,13 +319,13 @@ pub fn status(paths: &Paths, as_json: bool) -> Result<u8, Error> {
     Ok(0)
 }
 
-fn list_tabs_raw(paths: &Paths) -> Result<Vec<TabInfo>, Error> {
+fn list_tab_infos(paths: &Paths) -> Result<Vec<TabInfo>, Error> {
     check_socket(paths)?;
     match herdr::call(&paths.socket, "tab.list", "{}").map_err(Error::herdr(server_what(paths)))? {
         Message::Tabs(infos) => Ok(infos),
         other => Err(Error::Herdr {
             what: server_what(paths),
-            why: format!("unexpected answer: {}", other.kind()),
+            why: format!("unexpected answer to tab.list: {}", other.kind()),
         }),
     }
 }

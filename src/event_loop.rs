@@ -15,12 +15,12 @@ use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
-use crate::config::{self, Config};
+use crate::config;
 use crate::fights::Timing;
 use crate::herdr::{self, LineBuffer, Message, TabInfo};
 use crate::log::{Log, quote};
 use crate::paths::Paths;
-use crate::resync::{ECHO_MEMORY, Note, Rename, Settings, Tab, Tracker};
+use crate::resync::{Note, Rename, Settings, Tab, Tracker};
 use crate::signals::{self, Signals};
 use crate::state::{self, Clock};
 use crate::sys;
@@ -240,25 +240,14 @@ pub struct EventLoop {
     request_counter: u64,
 }
 
-/// A loaded configuration, as settings for the core and words for the log.
-fn settings_from(config: &Config, durations: &Durations) -> Settings {
-    Settings {
-        labeler: config.labeler(),
-        include_auto_named: config.include_auto_named,
-        spinner: config.spinner,
-        spinner_interval: Duration::from_millis(config.spinner_interval_ms) / durations.scale,
-        timing: durations.fight_timing,
-        echo_memory: ECHO_MEMORY,
-    }
-}
-
 impl EventLoop {
     pub fn new(paths: Paths, mut log: Log, signals: Signals, durations: Durations) -> EventLoop {
         let loaded = config::load(&paths.config_file);
         for problem in &loaded.problems {
             log.line(&format!("config: {}", problem.message));
         }
-        let settings = settings_from(&loaded.config, &durations);
+        let settings =
+            Settings::from_config(&loaded.config, durations.fight_timing, durations.scale);
         // One reading of both clocks for the daemon's life: every save
         // converts instants with the same offset, so an unchanged state
         // gives the same text and is not written (and synced) again.
@@ -600,7 +589,11 @@ impl EventLoop {
                     for problem in &loaded.problems {
                         self.log.line(&format!("config: {}", problem.message));
                     }
-                    self.settings = settings_from(&loaded.config, &self.durations);
+                    self.settings = Settings::from_config(
+                        &loaded.config,
+                        self.durations.fight_timing,
+                        self.durations.scale,
+                    );
                     self.spinner_deadline = None;
                     self.log.line("SIGHUP: configuration reloaded");
                     self.open_debounce(now);
@@ -715,24 +708,7 @@ impl EventLoop {
         if self.stop.is_some() {
             return;
         }
-        let relevant = matches!(
-            name,
-            "tab_created"
-                | "tab_closed"
-                | "tab_moved"
-                | "tab_renamed"
-                | "tab_focused"
-                | "pane_created"
-                | "pane_closed"
-                | "pane_moved"
-                | "pane_exited"
-                | "pane_focused"
-                | "pane_agent_detected"
-                | "workspace_focused"
-                | "workspace_closed"
-                | "pane.agent_status_changed"
-        );
-        if !relevant {
+        if !herdr::triggers_resync(name) {
             return;
         }
         if name == "tab_renamed"
@@ -774,7 +750,7 @@ impl EventLoop {
                         sub.ack_deadline = None;
                     }
                 }
-                Ok(Message::Event { name, .. }) if name == "pane.agent_status_changed" => {
+                Ok(Message::Event { name, .. }) if name == herdr::STATUS_EVENT => {
                     self.open_debounce(now)
                 }
                 Ok(Message::Error(error)) => {

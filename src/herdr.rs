@@ -24,22 +24,32 @@ pub const MAX_LINE: usize = 4 << 20;
 /// Every request gets this long before it counts as failed.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// The lifecycle events that can change what a tab should show.
-pub const LIFECYCLE_EVENTS: &[&str] = &[
-    "tab.created",
-    "tab.closed",
-    "tab.moved",
-    "tab.renamed",
-    "tab.focused",
-    "pane.created",
-    "pane.closed",
-    "pane.moved",
-    "pane.exited",
-    "pane.focused",
-    "pane.agent_detected",
-    "workspace.focused",
-    "workspace.closed",
+/// The lifecycle events that can change what a tab should show: the
+/// subscription type, and the name herdr gives the event on the wire.
+pub const LIFECYCLE_EVENTS: &[(&str, &str)] = &[
+    ("tab.created", "tab_created"),
+    ("tab.closed", "tab_closed"),
+    ("tab.moved", "tab_moved"),
+    ("tab.renamed", "tab_renamed"),
+    ("tab.focused", "tab_focused"),
+    ("pane.created", "pane_created"),
+    ("pane.closed", "pane_closed"),
+    ("pane.moved", "pane_moved"),
+    ("pane.exited", "pane_exited"),
+    ("pane.focused", "pane_focused"),
+    ("pane.agent_detected", "pane_agent_detected"),
+    ("workspace.focused", "workspace_focused"),
+    ("workspace.closed", "workspace_closed"),
 ];
+
+/// The per-pane status event, which keeps its dotted name on the wire.
+pub const STATUS_EVENT: &str = "pane.agent_status_changed";
+
+/// Whether an event (by its wire name) is one cowbell resyncs after;
+/// anything else herdr sends is ignored.
+pub fn triggers_resync(name: &str) -> bool {
+    name == STATUS_EVENT || LIFECYCLE_EVENTS.iter().any(|(_, wire)| *wire == name)
+}
 
 /// Lifecycle events (as named on the wire) after which the set of panes,
 /// and so the status subscription, may be different.
@@ -84,7 +94,7 @@ pub fn notification_params(title: &str, body: &str) -> String {
 pub fn lifecycle_subscription() -> String {
     let entries: Vec<String> = LIFECYCLE_EVENTS
         .iter()
-        .map(|kind| format!("{{\"type\":\"{kind}\"}}"))
+        .map(|(kind, _)| format!("{{\"type\":\"{kind}\"}}"))
         .collect();
     format!("{{\"subscriptions\":[{}]}}", entries.join(","))
 }
@@ -488,6 +498,24 @@ mod tests {
         let huge = vec![b'x'; MAX_LINE + 1];
         assert_eq!(lines.push(&huge), Err(LineTooLong));
         assert_eq!(lines.next_line(), None);
+    }
+
+    #[test]
+    fn the_lifecycle_subscription_and_its_wire_names_agree() {
+        let params = lifecycle_subscription();
+        for (kind, wire) in LIFECYCLE_EVENTS {
+            assert!(
+                params.contains(&format!("{{\"type\":\"{kind}\"}}")),
+                "{kind}"
+            );
+            assert_eq!(kind.replace('.', "_"), *wire);
+            assert!(triggers_resync(wire));
+        }
+        assert!(triggers_resync(STATUS_EVENT));
+        // Replayed or future events cowbell did not ask for change nothing.
+        for other in ["workspace_renamed", "tab.created", "layout_updated", ""] {
+            assert!(!triggers_resync(other), "{other}");
+        }
     }
 
     #[test]

@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use crate::config::Config;
 use crate::fights::{FightRecord, Timing, Verdict};
 use crate::labels::{Labeler, SPINNER_FRAMES, Status};
 
@@ -47,6 +48,22 @@ pub struct Settings {
     pub spinner_interval: Duration,
     pub timing: Timing,
     pub echo_memory: Duration,
+}
+
+impl Settings {
+    /// The settings a configuration gives, with the fight timing and time
+    /// scale of this run (the spinner interval is scaled like every other
+    /// duration).
+    pub fn from_config(config: &Config, timing: Timing, scale: u32) -> Settings {
+        Settings {
+            labeler: config.labeler(),
+            include_auto_named: config.include_auto_named,
+            spinner: config.spinner,
+            spinner_interval: Duration::from_millis(config.spinner_interval_ms) / scale.max(1),
+            timing,
+            echo_memory: ECHO_MEMORY,
+        }
+    }
 }
 
 /// One tab's memory.
@@ -354,18 +371,10 @@ fn wanted_label(record: &TabRecord, settings: &Settings, spinner_frame: usize) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::labels;
 
+    /// The defaults: emoji preset, one space, no spinner, real time.
     fn settings() -> Settings {
-        let preset = labels::preset("emoji").unwrap();
-        Settings {
-            labeler: Labeler::new(preset, &Default::default(), " "),
-            include_auto_named: false,
-            spinner: false,
-            spinner_interval: Duration::from_millis(500),
-            timing: Timing::REAL,
-            echo_memory: ECHO_MEMORY,
-        }
+        Settings::from_config(&Config::default(), Timing::REAL, 1)
     }
 
     fn tab(id: &str, number: u64, label: &str, status: Status) -> Tab {
