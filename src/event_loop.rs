@@ -962,7 +962,7 @@ impl EventLoop {
                 }
             }
             (Purpose::ListPanes, Message::Panes(mut panes)) => {
-                panes.sort();
+                panes.sort_unstable();
                 if panes != self.subscribed_panes || self.status.is_none() {
                     self.subscribe_status(panes, now);
                 }

@@ -149,16 +149,14 @@ impl Labeler {
             if bare.is_empty() {
                 continue;
             }
-            strippable_icons.push(bare.to_string());
-            strippable_icons.push(format!("{bare}{EMOJI_PRESENTATION}"));
+            insert_longest_first(&mut strippable_icons, bare.to_string());
+            insert_longest_first(&mut strippable_icons, format!("{bare}{EMOJI_PRESENTATION}"));
         }
-        sort_longest_first(&mut strippable_icons);
 
         let mut strippable_separators = vec![" ".to_string()];
         if !separator.is_empty() {
-            strippable_separators.push(separator.to_string());
+            insert_longest_first(&mut strippable_separators, separator.to_string());
         }
-        sort_longest_first(&mut strippable_separators);
 
         Labeler {
             icons,
@@ -233,9 +231,19 @@ impl Labeler {
     }
 }
 
-fn sort_longest_first(strings: &mut Vec<String>) {
-    strings.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
-    strings.dedup();
+/// Adds `string` to `strings`, which stay longest first (ties in byte
+/// order) and free of duplicates. A sorted insert rather than a sort: the
+/// lists are a few dozen entries, and a sort would cost kilobytes of binary.
+fn insert_longest_first(strings: &mut Vec<String>, string: String) {
+    let order = |probe: &String| {
+        string
+            .len()
+            .cmp(&probe.len())
+            .then_with(|| probe.as_str().cmp(&string))
+    };
+    if let Err(at) = strings.binary_search_by(order) {
+        strings.insert(at, string);
+    }
 }
 
 /// The text of `cowbell presets`: every preset with its summary, and a
