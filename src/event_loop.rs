@@ -542,7 +542,8 @@ impl EventLoop {
     fn connect_failed(&mut self, why: &str, now: Instant) {
         self.log.line(&format!(
             "{why}; retrying in {} ms",
-            self.backoff.as_millis()
+            // u64, not as_millis()'s u128: its formatting costs binary size.
+            self.backoff.as_millis() as u64
         ));
         self.reconnect_deadline = Some(now + self.backoff);
         self.backoff = (self.backoff * 2).min(self.durations.backoff_max);

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::cowbell::{self, BIN, Cowbell};
+use support::cowbell::{self, Cowbell, bin};
 use support::fake_herdr::Options;
 use support::hooks;
 use support::invariants::{
@@ -909,7 +909,7 @@ fn run_with_timeout(
     args: &[&str],
     timeout: Duration,
 ) -> Option<std::process::ExitStatus> {
-    let mut command = Command::new(BIN);
+    let mut command = Command::new(bin());
     command
         .args(args)
         .env_clear()
@@ -1178,7 +1178,7 @@ fn run_as_nobody(cb: &Cowbell, args: &[&str]) -> hooks::HookOutcome {
         "--reuid=65534",
         "--regid=65534",
         "--clear-groups",
-        BIN,
+        bin(),
     ];
     argv.extend_from_slice(args);
     hooks::run_hook(&cb.plugin_root, &argv, &cb.env("startup"))
@@ -1358,7 +1358,7 @@ fn a_socket_path_that_is_no_socket_gives_one_clear_line() {
                     *value = cowbell::path_str(&socket);
                 }
             }
-            let outcome = hooks::run_hook(&cb.plugin_root, &[BIN, command], &env);
+            let outcome = hooks::run_hook(&cb.plugin_root, &[bin(), command], &env);
             let stderr = outcome.stderr.trim_end();
             assert!(
                 !outcome.status.success(),

@@ -4,13 +4,25 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use super::fake_herdr::{FakeHerdr, Options};
 use super::hooks::{self, HookOutcome};
 use super::tempdir::TempDir;
 
-pub const BIN: &str = env!("CARGO_BIN_EXE_cowbell");
+/// The binary under test, an absolute path: `COWBELL_TEST_BIN` when set
+/// (CI points it at the `--tiny` build, so that build runs the end-to-end
+/// tests too), else the one cargo built.
+pub fn bin() -> &'static str {
+    static BIN: OnceLock<String> = OnceLock::new();
+    BIN.get_or_init(|| {
+        std::env::var("COWBELL_TEST_BIN")
+            .ok()
+            .filter(|path| !path.is_empty())
+            .unwrap_or_else(|| env!("CARGO_BIN_EXE_cowbell").to_string())
+    })
+}
 
 pub struct Cowbell {
     pub herdr: FakeHerdr,
@@ -71,7 +83,7 @@ impl Cowbell {
     }
 
     pub fn run_as(&self, args: &[&str], event: &str) -> HookOutcome {
-        let mut argv = vec![BIN];
+        let mut argv = vec![bin()];
         argv.extend_from_slice(args);
         hooks::run_hook(&self.plugin_root, &argv, &self.env(event))
     }
@@ -80,7 +92,7 @@ impl Cowbell {
     pub fn action(&self, id: &str) -> HookOutcome {
         let mut env = self.env("action");
         env.push(("HERDR_PLUGIN_ACTION_ID".into(), id.into()));
-        hooks::run_hook(&self.plugin_root, &[BIN, id], &env)
+        hooks::run_hook(&self.plugin_root, &[bin(), id], &env)
     }
 
     /// The startup hook, as herdr runs it on every server start.
@@ -169,7 +181,7 @@ impl Cowbell {
                 continue;
             };
             let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-            if !cmdline.starts_with(BIN.as_bytes()) {
+            if !cmdline.starts_with(bin().as_bytes()) {
                 continue;
             }
             let environ = std::fs::read(entry.path().join("environ")).unwrap_or_default();
