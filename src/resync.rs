@@ -104,6 +104,14 @@ impl TabRecord {
         self.sent_recently(label, now, memory) || is_spinner_frame(label, &self.base, labeler)
     }
 
+    /// After someone else renamed the tab, the labels cowbell wrote before
+    /// are no longer its own: a person who renames the tab back to one of
+    /// them ("api" after "web") means that name.
+    fn forget_own_labels(&mut self) {
+        self.sent.clear();
+        self.written = None;
+    }
+
     fn remember_sent(&mut self, label: &str, now: Instant) {
         self.sent.push(Sent {
             label: label.to_string(),
@@ -196,10 +204,19 @@ impl Tracker {
         if tab.label != record.seen {
             if record.is_own(&tab.label, labeler, now, settings.echo_memory) {
                 record.written = Some(tab.label.clone());
-            } else if !(record.auto_named && tab.looks_auto_named()) {
+            } else if tab.looks_auto_named() {
+                // herdr's positional name: an auto-named tab that moved, or
+                // a new server reusing a tracked id for an unnamed tab. It is
+                // never a name to keep; the auto-named rules below apply.
+                if !record.auto_named {
+                    record.auto_named = true;
+                    record.forget_own_labels();
+                }
+            } else {
                 // Someone else named the tab: their name is the new base.
                 record.base = labeler.strip(&tab.label).to_string();
                 record.auto_named = false;
+                record.forget_own_labels();
                 plan.notes.push(Note::NewBase {
                     tab_id: tab.tab_id.clone(),
                     base: record.base.clone(),
@@ -633,6 +650,61 @@ mod tests {
                 label: "stray".into()
             }
         );
+    }
+
+    #[test]
+    fn renaming_back_to_a_label_cowbell_wrote_keeps_that_name() {
+        let s = settings();
+        let now = Instant::now();
+        let later = now + Duration::from_secs(10);
+        let mut tracker = Tracker::default();
+        let mut tabs = vec![tab("w1:t1", 1, "api", Status::Done)];
+        let plan = tracker.resync(&tabs, &s, now);
+        apply(&mut tracker, &mut tabs, &plan.renames);
+        // Seen: cowbell writes the plain "api".
+        tabs[0].status = Status::Idle;
+        let plan = tracker.resync(&tabs, &s, now);
+        assert_eq!(renames(&plan), [("w1:t1", "api")]);
+        apply(&mut tracker, &mut tabs, &plan.renames);
+        // Within the echo memory, the person renames it "web", then back.
+        tabs[0].label = "web".into();
+        assert_eq!(renames(&tracker.resync(&tabs, &s, later)), []);
+        assert_eq!(tracker.tabs["w1:t1"].base, "web");
+        tabs[0].label = "api".into();
+        // Turned off before any resync saw the rename back: "api" stays.
+        assert_eq!(tracker.restore_plan(&tabs, &s.labeler, false, later), []);
+        let plan = tracker.resync(&tabs, &s, later);
+        assert_eq!(renames(&plan), []);
+        assert_eq!(tracker.tabs["w1:t1"].base, "api");
+        assert!(!tracker.take_echo("w1:t1", "api", later, &s));
+    }
+
+    #[test]
+    fn a_tracked_tab_showing_its_position_is_auto_named_again() {
+        // A new server reuses the id of a tab state.json remembers, for an
+        // unnamed tab: its position is not a name to put an icon in front of.
+        let s = settings();
+        let now = Instant::now();
+        let mut tracker = Tracker::default();
+        let mut tabs = vec![tab("w1:t1", 1, "api", Status::Blocked)];
+        let plan = tracker.resync(&tabs, &s, now);
+        apply(&mut tracker, &mut tabs, &plan.renames);
+        tabs[0].label = "1".into();
+        let plan = tracker.resync(&tabs, &s, now);
+        assert_eq!(renames(&plan), []);
+        assert!(tracker.tabs.is_empty());
+        assert!(plan.notes.is_empty(), "{:?}", plan.notes);
+
+        // Included, it becomes an auto-named tab that follows its position.
+        let mut s = s;
+        s.include_auto_named = true;
+        let mut tabs = vec![tab("w1:t1", 1, "api", Status::Blocked)];
+        let plan = tracker.resync(&tabs, &s, now);
+        apply(&mut tracker, &mut tabs, &plan.renames);
+        tabs[0].label = "1".into();
+        let plan = tracker.resync(&tabs, &s, now);
+        assert_eq!(renames(&plan), [("w1:t1", "🔴 1")]);
+        assert!(tracker.tabs["w1:t1"].auto_named);
     }
 
     #[test]
