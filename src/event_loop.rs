@@ -750,6 +750,11 @@ impl EventLoop {
                     if let Some(sub) = &mut self.status {
                         sub.ack_deadline = None;
                     }
+                    // Status subscriptions start now and replay nothing: a
+                    // change since the last tab.list, or one the old
+                    // subscription had not delivered yet, shows up only in
+                    // another look.
+                    self.open_debounce(now);
                 }
                 Ok(Message::Event { name, .. }) if name == herdr::STATUS_EVENT => {
                     self.open_debounce(now)

@@ -249,6 +249,34 @@ fn new_panes_are_subscribed_and_closed_panes_dropped() {
 }
 
 #[test]
+fn a_change_while_the_status_subscription_is_rebuilt_is_not_missed() {
+    let (cb, tabs) = running_with_tabs(&["api"]);
+    let (tab, _) = &tabs[0];
+    // A second agent pane, detected now: its later changes raise no
+    // lifecycle event, only a status event.
+    let agent = cb.herdr.add_pane(tab);
+    cb.herdr.set_status(&agent, "idle");
+    cb.expect_steady(tab, "api", Duration::from_millis(500));
+    // Slow answers stretch the gap between the resync's tab.list and the
+    // start of the status subscription a new pane brings, which herdr does
+    // not replay.
+    cb.herdr.set_response_delay(Duration::from_millis(600));
+    let subscribes = cb.herdr.requests_of("events.subscribe").len();
+    cb.herdr.add_pane(tab);
+    let asked = Instant::now();
+    while cb.herdr.requests_of("events.subscribe").len() == subscribes {
+        assert!(asked.elapsed() < 5 * SECOND, "no new status subscription");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // The tab.list is answered; the subscription starts 600 ms from now.
+    std::thread::sleep(Duration::from_millis(200));
+    cb.herdr.set_status(&agent, "blocked");
+    cb.herdr.set_response_delay(Duration::ZERO);
+    // Well before the 60 s heartbeat.
+    cb.expect_label(tab, "🔴 api", 5 * SECOND);
+}
+
+#[test]
 fn tabs_herdr_named_by_position_are_left_alone() {
     let cb = Cowbell::new();
     let (auto, auto_pane) = cb.tab(None);
