@@ -158,15 +158,18 @@ impl Tracker {
     /// Decides every tab's label from a fresh `tab.list`.
     pub fn resync(&mut self, listed: &[Tab], settings: &Settings, now: Instant) -> Plan {
         let mut plan = Plan::default();
-        // Move the records of listed tabs across; what stays behind belongs
-        // to closed tabs.
-        let mut kept = BTreeMap::new();
-        for tab in listed {
-            if let Some((tab_id, record)) = self.tabs.remove_entry(&tab.tab_id) {
-                kept.insert(tab_id, record);
-            }
-        }
-        for tab_id in std::mem::replace(&mut self.tabs, kept).into_keys() {
+        // A set of borrowed ids, not a second map of moved records: the
+        // daemon's memory peak is a resync of many tabs.
+        let present: std::collections::BTreeSet<&str> =
+            listed.iter().map(|t| t.tab_id.as_str()).collect();
+        let gone: Vec<String> = self
+            .tabs
+            .keys()
+            .filter(|id| !present.contains(id.as_str()))
+            .cloned()
+            .collect();
+        for tab_id in gone {
+            self.tabs.remove(&tab_id);
             plan.notes.push(Note::Dropped { tab_id });
         }
         for tab in listed {

@@ -267,28 +267,33 @@ pub fn to_tracker(state: &State, clock: Clock, timing: &Timing) -> Tracker {
 }
 
 pub fn from_tracker(tracker: &Tracker, off: bool, clock: Clock) -> State {
-    // Built by insertion: collecting into a map would sort, and the sort
-    // costs binary size for nothing, since the tracker's map is sorted.
-    let mut tabs = BTreeMap::new();
-    for (tab_id, record) in &tracker.tabs {
-        let fight = &record.fight;
-        let entry = TabEntry {
-            base: record.base.clone(),
-            written: record.written.clone(),
-            seen: Some(record.seen.clone()),
-            auto_named: record.auto_named,
-            fights_ms: fight.fights.iter().map(|at| clock.to_wall(*at)).collect(),
-            last_own_rename_ms: fight.last_own_rename.map(|at| clock.to_wall(at)),
-            cooldown_until_ms: fight.cooldown_until.map(|at| clock.to_wall(at)),
-            last_cooldown_end_ms: fight.last_cooldown.map(|(end, _)| clock.to_wall(end)),
-            last_cooldown_ms: fight
-                .last_cooldown
-                .map(|(_, length)| length.as_millis() as u64),
-            cooldown_level: fight.level,
-            fights_total: fight.total,
-        };
-        tabs.insert(tab_id.clone(), entry);
-    }
+    // Collected rather than inserted one by one: collecting builds full
+    // B-tree nodes where sorted inserts leave them half empty, and the
+    // daemon's memory peak at 1000 tabs is measurably lower. That is worth
+    // more than the few KiB of sort code it costs.
+    let tabs = tracker
+        .tabs
+        .iter()
+        .map(|(tab_id, record)| {
+            let fight = &record.fight;
+            let entry = TabEntry {
+                base: record.base.clone(),
+                written: record.written.clone(),
+                seen: Some(record.seen.clone()),
+                auto_named: record.auto_named,
+                fights_ms: fight.fights.iter().map(|at| clock.to_wall(*at)).collect(),
+                last_own_rename_ms: fight.last_own_rename.map(|at| clock.to_wall(at)),
+                cooldown_until_ms: fight.cooldown_until.map(|at| clock.to_wall(at)),
+                last_cooldown_end_ms: fight.last_cooldown.map(|(end, _)| clock.to_wall(end)),
+                last_cooldown_ms: fight
+                    .last_cooldown
+                    .map(|(_, length)| length.as_millis() as u64),
+                cooldown_level: fight.level,
+                fights_total: fight.total,
+            };
+            (tab_id.clone(), entry)
+        })
+        .collect();
     State { off, tabs }
 }
 
