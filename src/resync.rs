@@ -412,6 +412,14 @@ mod tests {
             .collect()
     }
 
+    /// A tracker that has put its icons on `tabs`, applied by herdr.
+    fn tracking(tabs: &mut [Tab], s: &Settings, now: Instant) -> Tracker {
+        let mut tracker = Tracker::default();
+        let plan = tracker.resync(tabs, s, now);
+        apply(&mut tracker, tabs, &plan.renames);
+        tracker
+    }
+
     /// Applies a plan the way herdr would, confirming each rename.
     fn apply(tracker: &mut Tracker, tabs: &mut [Tab], plan: &[Rename]) {
         for rename in plan {
@@ -454,10 +462,8 @@ mod tests {
     fn a_foreign_rename_becomes_the_base_with_the_icon_in_front_once() {
         let s = settings();
         let now = Instant::now();
-        let mut tracker = Tracker::default();
         let mut tabs = vec![tab("w1:t1", 1, "api", Status::Blocked)];
-        let plan = tracker.resync(&tabs, &s, now);
-        apply(&mut tracker, &mut tabs, &plan.renames);
+        let mut tracker = tracking(&mut tabs, &s, now);
         for new_name in ["frontend", "🟡 tests", "🔴 🔴 again"] {
             tabs[0].label = new_name.into();
             let plan = tracker.resync(&tabs, &s, now + Duration::from_secs(100));
@@ -575,10 +581,8 @@ mod tests {
         let mut s = settings();
         s.include_auto_named = true;
         let now = Instant::now();
-        let mut tracker = Tracker::default();
         let mut tabs = vec![tab("w1:t1", 1, "1", Status::Blocked)];
-        let plan = tracker.resync(&tabs, &s, now);
-        apply(&mut tracker, &mut tabs, &plan.renames);
+        let mut tracker = tracking(&mut tabs, &s, now);
         assert_eq!(tabs[0].label, "🔴 1");
         s.include_auto_named = false;
         let plan = tracker.resync(&tabs, &s, now);
@@ -624,15 +628,13 @@ mod tests {
         let mut s = settings();
         s.include_auto_named = true;
         let now = Instant::now();
-        let mut tracker = Tracker::default();
         let mut tabs = vec![
             tab("w1:t1", 1, "api", Status::Blocked),
             tab("w1:t2", 2, "docs", Status::Blocked),
             tab("w1:t3", 3, "3", Status::Blocked),
             tab("w1:t4", 4, "🔵 stray", Status::Idle),
         ];
-        let plan = tracker.resync(&tabs, &s, now);
-        apply(&mut tracker, &mut tabs, &plan.renames);
+        let mut tracker = tracking(&mut tabs, &s, now);
         // A tab cowbell does not know, left with an icon by a crash.
         tracker.tabs.remove("w1:t4");
         tabs[3].label = "🔵 stray".into();
@@ -660,10 +662,8 @@ mod tests {
         let s = settings();
         let now = Instant::now();
         let later = now + Duration::from_secs(10);
-        let mut tracker = Tracker::default();
         let mut tabs = vec![tab("w1:t1", 1, "api", Status::Done)];
-        let plan = tracker.resync(&tabs, &s, now);
-        apply(&mut tracker, &mut tabs, &plan.renames);
+        let mut tracker = tracking(&mut tabs, &s, now);
         // Seen: cowbell writes the plain "api".
         tabs[0].status = Status::Idle;
         let plan = tracker.resync(&tabs, &s, now);
@@ -688,10 +688,8 @@ mod tests {
         // unnamed tab: its position is not a name to put an icon in front of.
         let s = settings();
         let now = Instant::now();
-        let mut tracker = Tracker::default();
         let mut tabs = vec![tab("w1:t1", 1, "api", Status::Blocked)];
-        let plan = tracker.resync(&tabs, &s, now);
-        apply(&mut tracker, &mut tabs, &plan.renames);
+        let mut tracker = tracking(&mut tabs, &s, now);
         tabs[0].label = "1".into();
         let plan = tracker.resync(&tabs, &s, now);
         assert_eq!(renames(&plan), []);
@@ -715,14 +713,12 @@ mod tests {
         let mut s = settings();
         s.spinner = true;
         let now = Instant::now();
-        let mut tracker = Tracker::default();
         let mut tabs = vec![
             tab("w1:t1", 1, "a", Status::Working),
             tab("w1:t2", 2, "b", Status::Blocked),
             tab("w1:t3", 3, "c", Status::Working),
         ];
-        let plan = tracker.resync(&tabs, &s, now);
-        apply(&mut tracker, &mut tabs, &plan.renames);
+        let mut tracker = tracking(&mut tabs, &s, now);
         assert_eq!(tabs[0].label, s.labeler.spinner_label(0, "a"));
         assert!(tracker.spinning(&s, now));
         let later = now + Duration::from_secs(1);
