@@ -26,11 +26,11 @@ pub fn daemon(paths: &Paths, replace: bool, foreground: bool) -> Result<u8, Erro
     match start_daemon(paths, replace, foreground)? {
         Started::AlreadyRunning(pid) => {
             let pid = pid.map_or(String::new(), |pid| format!(" (pid {pid})"));
-            eprintln!("cowbell: a daemon already runs for this server{pid}");
+            complain!("cowbell: a daemon already runs for this server{pid}");
             Ok(0)
         }
         Started::Off => {
-            eprintln!("cowbell: off for this server; `cowbell on` turns it back on");
+            complain!("cowbell: off for this server; `cowbell on` turns it back on");
             Ok(0)
         }
         Started::Detached => Ok(0),
@@ -52,7 +52,7 @@ pub fn watchdog(paths: &Paths) -> Result<u8, Error> {
 
 pub fn on(paths: &Paths) -> Result<u8, Error> {
     if let Holder::Free(lock) = daemon::try_lock(paths).map_err(Error::io("locking the pidfile"))? {
-        let mut state = read_state(paths);
+        let (mut state, _) = load_state(paths);
         if state.off {
             state.off = false;
             write_state(paths, &state)?;
@@ -62,11 +62,11 @@ pub fn on(paths: &Paths) -> Result<u8, Error> {
     match start_daemon(paths, true, false)? {
         Started::Exited(code) => Ok(code),
         Started::Off => {
-            eprintln!("cowbell: still off: another cowbell command held the lock; try again");
+            complain!("cowbell: still off: another cowbell command held the lock; try again");
             Ok(1)
         }
         Started::Detached | Started::AlreadyRunning(_) => {
-            println!("cowbell: on");
+            say!("cowbell: on");
             Ok(0)
         }
     }
@@ -74,14 +74,16 @@ pub fn on(paths: &Paths) -> Result<u8, Error> {
 
 pub fn off(paths: &Paths, every_tab: bool) -> Result<u8, Error> {
     let lock = stop_daemon(paths)?;
-    let restored = restore_from_state(paths, every_tab);
-    let mut state = read_state(paths);
+    let (mut state, lost) = load_state(paths);
+    // With the remembered names lost, taking the icons off every tab is the
+    // nearest thing to giving the names back.
+    let restored = restore(paths, &mut state, every_tab || lost);
     state.off = true;
     write_state(paths, &state)?;
     drop(lock);
     let n = restored?;
     let what = if every_tab { "icons removed" } else { "off" };
-    println!("cowbell: {what}; {n} tab names restored by this command");
+    say!("cowbell: {what}; {n} tab names restored by this command");
     Ok(0)
 }
 
@@ -105,17 +107,17 @@ fn stop_daemon(paths: &Paths) -> Result<Lock, Error> {
     }
 }
 
-/// Gives back the names of the tabs state.json still tracks (after a
-/// crash, or with no daemon), and with `every_tab` strips a leading icon
-/// from every other tab too. Returns how many tabs were renamed.
-fn restore_from_state(paths: &Paths, every_tab: bool) -> Result<usize, Error> {
-    let mut state = read_state(paths);
+/// Gives back the names of the tabs `state` still tracks (after a crash,
+/// or with no daemon), and with `every_tab` strips a leading icon from
+/// every other tab too. Returns how many tabs were renamed; the tabs whose
+/// rename failed stay in `state` for the next try.
+fn restore(paths: &Paths, state: &mut State, every_tab: bool) -> Result<usize, Error> {
     if state.tabs.is_empty() && !every_tab {
         return Ok(0);
     }
     let config = config::load(&paths.config_file).config;
     let labeler = config.labeler();
-    let tracker = state::to_tracker(&state, Clock::now(), &Timing::REAL);
+    let tracker = state::to_tracker(state, Clock::now(), &Timing::REAL);
     let tabs = list_tabs(paths)?;
     let renames = tracker.restore_plan(&tabs, &labeler, every_tab, Instant::now());
     let mut restored = 0;
@@ -129,7 +131,7 @@ fn restore_from_state(paths: &Paths, every_tab: bool) -> Result<usize, Error> {
         ) {
             Ok(_) => restored += 1,
             Err(error) => {
-                eprintln!("cowbell: restoring {}: {error}", rename.tab_id);
+                complain!("cowbell: restoring {}: {error}", rename.tab_id);
                 failed.push(&rename.tab_id);
                 first_error.get_or_insert(error);
             }
@@ -138,7 +140,6 @@ fn restore_from_state(paths: &Paths, every_tab: bool) -> Result<usize, Error> {
     // Forget every tab whose name is back (or that is gone); keep the rest
     // for the next try.
     state.tabs.retain(|id, _| failed.contains(&id.as_str()));
-    write_state(paths, &state)?;
     match first_error {
         Some(error) => Err(Error::herdr("restoring tab names")(error)),
         None => Ok(restored),
@@ -153,18 +154,18 @@ pub fn sync(paths: &Paths) -> Result<u8, Error> {
             // The daemon keeps the state; ask it to resync instead.
             daemon::signal_daemon(paths, libc::SIGHUP)
                 .map_err(Error::io("signalling the daemon"))?;
-            println!("cowbell: the daemon resyncs");
+            say!("cowbell: the daemon resyncs");
             return Ok(0);
         }
     };
-    let mut state = read_state(paths);
+    let (mut state, _) = load_state(paths);
     if state.off {
-        eprintln!("cowbell: off for this server; `cowbell on` turns it back on");
+        complain!("cowbell: off for this server; `cowbell on` turns it back on");
         return Ok(0);
     }
     let loaded = config::load(&paths.config_file);
     for problem in &loaded.problems {
-        eprintln!("cowbell: {}", problem.message);
+        complain!("cowbell: {}", problem.message);
     }
     // One resync and exit: no spinner to turn.
     let config = config::Config {
@@ -185,7 +186,7 @@ pub fn sync(paths: &Paths) -> Result<u8, Error> {
         ) {
             Ok(_) => tracker.confirm(&rename.tab_id, &rename.label),
             Err(error) => {
-                eprintln!("cowbell: renaming {}: {error}", rename.tab_id);
+                complain!("cowbell: renaming {}: {error}", rename.tab_id);
                 failures += 1;
             }
         }
@@ -220,8 +221,16 @@ fn check_socket(paths: &Paths) -> Result<(), Error> {
     }
 }
 
-fn read_state(paths: &Paths) -> State {
-    state::peek(&paths.state_file())
+/// The state, for a command that holds the lock and will write it. A
+/// corrupt file is moved aside as the daemon would, and the person told,
+/// rather than overwritten in silence; `true` when the file could not be
+/// used.
+fn load_state(paths: &Paths) -> (State, bool) {
+    let (state, problem) = state::load(&paths.state_file(), Clock::now().wall_ms / 1000);
+    if let Some(problem) = &problem {
+        complain!("cowbell: {problem}");
+    }
+    (state, problem.is_some())
 }
 
 fn write_state(paths: &Paths, state: &State) -> Result<(), Error> {
@@ -253,6 +262,8 @@ struct StatusReport {
     server_error: Option<String>,
     off: bool,
     state_dir: String,
+    /// Why state.json could not be read, when it could not.
+    state_problem: Option<String>,
     config_file: String,
     config_problems: Vec<String>,
     tabs: Vec<TabStatus>,
@@ -263,10 +274,12 @@ pub fn status(paths: &Paths, as_json: bool) -> Result<u8, Error> {
         Ok(Some(pid)) => (true, pid),
         _ => (false, None),
     };
-    let state = read_state(paths);
+    let (state, state_problem) = state::peek(&paths.state_file());
     let loaded = config::load(&paths.config_file);
     let (tabs, server_error) = match list_tab_infos(paths) {
         Ok(tabs) => (tabs, None),
+        // The report names the socket already; only the reason is news.
+        Err(Error::Herdr { why, .. }) => (Vec::new(), Some(why)),
         Err(error) => (Vec::new(), Some(error.to_string())),
     };
     let now_ms = Clock::now().wall_ms;
@@ -296,6 +309,7 @@ pub fn status(paths: &Paths, as_json: bool) -> Result<u8, Error> {
         server_error,
         off: state.off,
         state_dir: paths.server_dir.display().to_string(),
+        state_problem,
         config_file: paths.config_file.display().to_string(),
         config_problems: loaded.problems.iter().map(|p| p.message.clone()).collect(),
         tabs: tab_rows,
@@ -316,7 +330,9 @@ pub fn status(paths: &Paths, as_json: bool) -> Result<u8, Error> {
     };
     out.write_all(text.as_bytes())
         .map_err(Error::io("writing to stdout"))?;
-    Ok(0)
+    // The report is printed either way; the exit code still says whether
+    // herdr could be reached, as for every other command.
+    Ok(if report.server_reachable { 0 } else { 3 })
 }
 
 fn list_tab_infos(paths: &Paths) -> Result<Vec<TabInfo>, Error> {
@@ -386,6 +402,9 @@ fn status_text(report: &StatusReport, summary: &str) -> String {
         report.state_dir,
         if report.off { "off" } else { "on" }
     ));
+    if let Some(problem) = &report.state_problem {
+        text.push_str(&format!("  problem: {problem}\n"));
+    }
     text.push_str(&format!("config: {}\n", report.config_file));
     for problem in &report.config_problems {
         text.push_str(&format!("  problem: {problem}\n"));
@@ -415,14 +434,14 @@ fn status_text(report: &StatusReport, summary: &str) -> String {
 }
 
 pub fn presets() -> Result<u8, Error> {
-    print!("{}", labels::presets_sample());
+    say_raw!("{}", labels::presets_sample());
     Ok(0)
 }
 
 pub fn config_check(paths: &Paths) -> Result<u8, Error> {
     let loaded = config::load(&paths.config_file);
     for problem in &loaded.problems {
-        eprintln!("{}", problem.message);
+        complain!("{}", problem.message);
     }
     if loaded.has_errors() {
         let problems = loaded
@@ -432,6 +451,6 @@ pub fn config_check(paths: &Paths) -> Result<u8, Error> {
             .count();
         return Err(Error::Config { problems });
     }
-    println!("{}", loaded.config.to_json());
+    say!("{}", loaded.config.to_json());
     Ok(0)
 }

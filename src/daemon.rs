@@ -133,7 +133,7 @@ pub fn start(paths: &Paths, replace: bool, foreground: bool) -> io::Result<Start
             Err(newer) => return Ok(Started::AlreadyRunning(newer)),
         },
     };
-    if state::peek(&paths.state_file()).off {
+    if state::peek(&paths.state_file()).0.off {
         return Ok(Started::Off);
     }
     if !foreground {
@@ -231,7 +231,13 @@ fn run(paths: &Paths, mut lock: Lock, foreground: bool) -> u8 {
         }
     };
     if let Err(error) = lock.write_pid() {
-        log.line(&format!("cannot write the pidfile: {error}"));
+        // Without its pid nobody can stop or replace this daemon (off and
+        // --replace signal the pid), so it must not run: the lock goes back.
+        log.line(&format!(
+            "cannot write the pidfile {}: {error}; not starting",
+            paths.pid_file().display()
+        ));
+        return 1;
     }
     let durations = Durations::from_env();
     let code = EventLoop::new(paths.clone(), log, signals, durations).run();

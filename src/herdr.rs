@@ -369,6 +369,12 @@ pub enum CallError {
 impl std::fmt::Display for CallError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            CallError::Connect(error) if error.kind() == io::ErrorKind::WouldBlock => {
+                write!(
+                    f,
+                    "cannot connect: herdr accepts no connections (its queue is full)"
+                )
+            }
             CallError::Connect(error) => write!(f, "cannot connect: {error}"),
             CallError::Io(error) => write!(f, "{error}"),
             CallError::Timeout => write!(f, "no answer within {} s", REQUEST_TIMEOUT.as_secs()),
@@ -384,7 +390,10 @@ impl std::fmt::Display for CallError {
 /// never blocks like this). herdr errors come back as `CallError::Herdr`.
 pub fn call(socket: &Path, method: &str, params: &str) -> Result<Message, CallError> {
     let deadline = Instant::now() + REQUEST_TIMEOUT;
-    let mut stream = std::os::unix::net::UnixStream::connect(socket).map_err(CallError::Connect)?;
+    // Not std's connect: it waits for as long as a hung server's listen
+    // queue stays full, and a hook must finish.
+    let mut stream = crate::sys::connect_unix(socket).map_err(CallError::Connect)?;
+    crate::sys::set_blocking(&stream).map_err(CallError::Io)?;
     let io_error = |error: io::Error| match error.kind() {
         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => CallError::Timeout,
         _ => CallError::Io(error),

@@ -10,6 +10,29 @@
 //! - on disk: `config`, `state`, `log`, `files`, `paths`;
 //! - the command line: `cli`, `commands`, `error`.
 
+/// `print!` and `println!` for the person at the terminal, without their
+/// panic on a closed pipe (`cowbell presets | head -1`): by the time a
+/// command prints, its work is done, and a reader that left changes nothing.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+macro_rules! say_raw {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stdout(), $($arg)*);
+    }};
+}
+/// `eprintln!` without the panic on a closed stderr.
+macro_rules! complain {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod cli;
 mod commands;
 mod config;
@@ -37,18 +60,18 @@ fn main() -> ExitCode {
     let command = match cli::parse_from_env() {
         Ok(command) => command,
         Err(error) => {
-            eprintln!("cowbell: {}", error.0);
+            complain!("cowbell: {}", error.0);
             return ExitCode::from(2);
         }
     };
     let paths = Paths::from_env();
     let result = match command {
         Command::Help(text) => {
-            print!("{text}");
+            say_raw!("{text}");
             Ok(0)
         }
         Command::Version => {
-            println!("cowbell {}", env!("CARGO_PKG_VERSION"));
+            say!("cowbell {}", env!("CARGO_PKG_VERSION"));
             Ok(0)
         }
         Command::Daemon {
@@ -67,7 +90,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(error) => {
-            eprintln!("{error}");
+            complain!("{error}");
             ExitCode::from(error.exit_code())
         }
     }

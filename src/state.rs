@@ -92,34 +92,51 @@ pub fn decode(text: &str) -> Result<State, String> {
     }
 }
 
-/// The state as the file holds it, for a quick look (the launching hook,
-/// the short commands): a corrupt file counts as empty and stays where it
-/// is; moving it aside, and saying so in the log, is the daemon's job.
-pub fn peek(path: &Path) -> State {
+/// Why state.json cannot be used.
+enum Unusable {
+    Corrupt(String),
+    Unreadable(io::Error),
+}
+
+fn read(path: &Path) -> Result<State, Unusable> {
     match files::read_capped(path, MAX_STATE_BYTES) {
-        Ok(Some(bytes)) => std::str::from_utf8(&bytes)
-            .ok()
-            .and_then(|text| decode(text).ok())
-            .unwrap_or_default(),
-        _ => State::default(),
+        Ok(None) => Ok(State::default()),
+        Ok(Some(bytes)) => match std::str::from_utf8(&bytes) {
+            Ok(text) => decode(text).map_err(Unusable::Corrupt),
+            Err(_) => Err(Unusable::Corrupt("not UTF-8".to_string())),
+        },
+        Err(error) if error.kind() == io::ErrorKind::InvalidData => {
+            Err(Unusable::Corrupt(error.to_string()))
+        }
+        Err(error) => Err(Unusable::Unreadable(error)),
     }
 }
 
-/// Reads state.json. Problems come back as warnings for the log; the state
-/// is then empty, and a corrupt file has been moved aside.
+/// The state as the file holds it, for a quick look (the launching hook,
+/// `status`): a file that cannot be used counts as empty and stays where it
+/// is, and the problem comes back to be shown.
+pub fn peek(path: &Path) -> (State, Option<String>) {
+    match read(path) {
+        Ok(state) => (state, None),
+        Err(Unusable::Corrupt(why)) => (
+            State::default(),
+            Some(format!("{} is corrupt ({why})", path.display())),
+        ),
+        Err(Unusable::Unreadable(error)) => (
+            State::default(),
+            Some(format!("cannot read {}: {error}", path.display())),
+        ),
+    }
+}
+
+/// Reads state.json for whoever will write it. Problems come back as
+/// warnings; the state is then empty, and a corrupt file has been moved
+/// aside.
 pub fn load(path: &Path, now_unix_secs: u64) -> (State, Option<String>) {
-    let problem = match files::read_capped(path, MAX_STATE_BYTES) {
-        Ok(None) => return (State::default(), None),
-        Ok(Some(bytes)) => match std::str::from_utf8(&bytes) {
-            Ok(text) => match decode(text) {
-                Ok(state) => return (state, None),
-                Err(why) => why,
-            },
-            Err(_) => "not UTF-8".to_string(),
-        },
-        Err(error) if error.kind() == io::ErrorKind::InvalidData => error.to_string(),
-        Err(error) => {
-            // Unreadable (permissions, a symlink): leave it where it is.
+    let problem = match read(path) {
+        Ok(state) => return (state, None),
+        // Unreadable (permissions, a symlink): leave it where it is.
+        Err(Unusable::Unreadable(error)) => {
             return (
                 State::default(),
                 Some(format!(
@@ -128,6 +145,7 @@ pub fn load(path: &Path, now_unix_secs: u64) -> (State, Option<String>) {
                 )),
             );
         }
+        Err(Unusable::Corrupt(problem)) => problem,
     };
     let aside = corrupt_name(path, now_unix_secs);
     let moved = match std::fs::rename(path, &aside) {

@@ -9,6 +9,7 @@ mod support;
 
 use std::io::Write;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -576,6 +577,31 @@ fn a_silent_server_times_requests_out_and_sigterm_still_ends_the_daemon() {
     );
 }
 
+#[test]
+fn a_server_whose_queue_is_full_cannot_hang_a_command() {
+    // A hung herdr: it listens but never accepts, and its listen queue is
+    // full, so a blocking connect would wait for ever.
+    let mut cb = Cowbell::new();
+    cb.herdr.stop();
+    let listener = std::os::unix::net::UnixListener::bind(&cb.socket).unwrap();
+    // SAFETY: listen() on a socket this test owns; a queue of one fills at once.
+    assert_eq!(unsafe { libc::listen(listener.as_raw_fd(), 0) }, 0);
+    let _queued = std::os::unix::net::UnixStream::connect(&cb.socket).unwrap();
+    for command in ["status", "sync", "remove-icons"] {
+        let start = Instant::now();
+        let outcome = cb.run_as(&[command], "action");
+        assert!(
+            start.elapsed() < REQUEST_TIMEOUT + 3 * SECOND,
+            "{command} took {:?}",
+            start.elapsed()
+        );
+        let said = format!("{}{}", outcome.stdout, outcome.stderr);
+        assert!(said.contains("accepts no connections"), "{command}: {said}");
+        assert_eq!(outcome.status.code(), Some(3), "{command}: {said}");
+    }
+    drop(listener);
+}
+
 // ---------------------------------------------------------------------------
 // Replay of the server's last 512 events
 // ---------------------------------------------------------------------------
@@ -979,6 +1005,30 @@ fn a_truncated_state_file_is_moved_aside() {
         .any(|e| e.file_name().to_string_lossy().contains("corrupt"));
     assert!(aside, "the corrupt file was not kept aside");
     s.invariants();
+}
+
+#[test]
+fn off_with_a_corrupt_state_file_still_takes_every_icon_off() {
+    let s = killed_scene();
+    let state = s.cb.server_dir().join("state.json");
+    let text = std::fs::read(&state).unwrap();
+    std::fs::write(&state, &text[..text.len() - 3]).unwrap();
+    let status = s.cb.run_as(&["status"], "action");
+    assert!(
+        status.stdout.contains("is corrupt"),
+        "status:\n{}",
+        status.stdout
+    );
+    let outcome = s.cb.run_as(&["off"], "action");
+    assert!(outcome.status.success(), "{}", outcome.stderr);
+    assert!(outcome.stderr.contains("corrupt"), "{}", outcome.stderr);
+    let aside = std::fs::read_dir(s.cb.server_dir())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .any(|e| e.file_name().to_string_lossy().contains("corrupt"));
+    assert!(aside, "the corrupt file was not kept aside");
+    let snapshot = s.cb.herdr.snapshot();
+    assert_eq!(s.names.name_mismatches(&snapshot), []);
 }
 
 #[test]

@@ -99,3 +99,27 @@ fn help_and_version_behave_as_users_expect() {
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).starts_with("cowbell: "));
 }
+
+#[test]
+fn a_reader_that_went_away_is_no_panic() {
+    // `cowbell presets | head -1`: the pipe is closed before cowbell writes.
+    for args in [
+        &["presets"][..],
+        &["--help"],
+        &["--version"],
+        &["config", "check"],
+    ] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let output = Command::new(BIN)
+            .args(args)
+            .env("HERDR_PLUGIN_CONFIG_DIR", "/nonexistent/cowbell-config")
+            .stdout(writer)
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(0), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}
