@@ -185,8 +185,11 @@ enum Stop {
     /// Restore every name, then exit. `listed` once the restore's
     /// `tab.list` is on its way.
     Restore { deadline: Instant, listed: bool },
-    /// Exit now; names stay (a new daemon takes over).
-    Quiet,
+    /// A new daemon takes over; names stay. Exit once the renames in flight
+    /// are answered, or at `deadline`: a label sent but not yet confirmed
+    /// lives only in memory, and the next daemon would take it for someone
+    /// else's rename, a fight.
+    Quiet { deadline: Instant },
 }
 
 /// Where the poll set's entries came from.
@@ -224,6 +227,11 @@ pub struct EventLoop {
     cooldown_deadline: Option<Instant>,
     retry_deadline: Option<Instant>,
     plugin_check_deadline: Option<Instant>,
+    /// When to list panes and subscribe again after the status subscription
+    /// was refused or lost; `status_backoff` grows like the reconnect one, so
+    /// a server that keeps refusing is not asked ten times a second.
+    resubscribe_deadline: Option<Instant>,
+    status_backoff: Duration,
 
     /// A resync runs from its `tab.list` until its last rename is answered.
     resync_running: bool,
@@ -282,6 +290,8 @@ impl EventLoop {
             cooldown_deadline: None,
             retry_deadline: None,
             plugin_check_deadline: None,
+            resubscribe_deadline: None,
+            status_backoff: durations.backoff_first,
             resync_running: false,
             resync_wanted: false,
             panes_wanted: false,
@@ -375,8 +385,8 @@ impl EventLoop {
 
     fn deadlines(&self) -> impl Iterator<Item = Instant> + '_ {
         let stop = match self.stop {
-            Some(Stop::Restore { deadline, .. }) => Some(deadline),
-            _ => None,
+            Some(Stop::Restore { deadline, .. } | Stop::Quiet { deadline }) => Some(deadline),
+            None => None,
         };
         [
             self.debounce_deadline,
@@ -387,6 +397,7 @@ impl EventLoop {
             self.cooldown_deadline,
             self.retry_deadline,
             self.plugin_check_deadline,
+            self.resubscribe_deadline,
             stop,
             self.lifecycle.as_ref().and_then(|s| s.ack_deadline),
             self.status.as_ref().and_then(|s| s.ack_deadline),
@@ -411,6 +422,16 @@ impl EventLoop {
 
     fn fire_deadlines(&mut self, now: Instant) {
         let due = |slot: Option<Instant>| slot.is_some_and(|deadline| now >= deadline);
+        if let Some(Stop::Quiet { deadline }) = self.stop
+            && (now >= deadline
+                || !self
+                    .in_flight
+                    .iter()
+                    .any(|p| matches!(p.purpose, Purpose::Rename { .. })))
+        {
+            self.exit_code = Some(0);
+            return;
+        }
         if let Some(Stop::Restore { deadline, .. }) = self.stop
             && now >= deadline
         {
@@ -445,12 +466,7 @@ impl EventLoop {
             .and_then(|s| s.ack_deadline)
             .is_some_and(|d| now >= d)
         {
-            self.log
-                .line("status subscription not acknowledged; listing panes again");
-            self.status = None;
-            self.subscribed_panes.clear();
-            self.panes_wanted = true;
-            self.open_debounce(now);
+            self.status_lost("status subscription not acknowledged", now);
         }
         let mut index = self.in_flight.len();
         while index > 0 {
@@ -469,6 +485,11 @@ impl EventLoop {
         if due(self.retry_deadline) {
             self.retry_deadline = None;
             self.begin_resync();
+        }
+        if due(self.resubscribe_deadline) {
+            self.resubscribe_deadline = None;
+            self.panes_wanted = true;
+            self.open_debounce(now);
         }
         // The heartbeat: 60 s after the last resync (a quiet server), and in
         // any case 60 s after the last plugin check (a busy server resyncs
@@ -567,6 +588,7 @@ impl EventLoop {
         self.plugin_check_deadline = None;
         self.heartbeat_deadline = None;
         self.spinner_deadline = None;
+        self.resubscribe_deadline = None;
         self.save();
         if let Some(Stop::Restore { .. }) = self.stop {
             self.log.line(&format!(
@@ -602,8 +624,12 @@ impl EventLoop {
                 signals::Request::Handover => {
                     self.log
                         .line("another cowbell daemon takes over; exiting without touching names");
-                    self.stop = Some(Stop::Quiet);
-                    self.exit_code = Some(0);
+                    self.stop = Some(Stop::Quiet {
+                        deadline: now + herdr::REQUEST_TIMEOUT,
+                    });
+                    self.queue.clear();
+                    self.debounce_deadline = None;
+                    self.spinner_deadline = None;
                 }
                 signals::Request::StopAndRestore => self.begin_stop(now, "stop requested"),
                 signals::Request::TurnOff => {
@@ -691,6 +717,7 @@ impl EventLoop {
         }
         self.connected = true;
         self.backoff = self.durations.backoff_first;
+        self.status_backoff = self.durations.backoff_first;
         self.idle_exit_deadline = None;
         self.log
             .line(&format!("connected to {}", self.paths.socket.display()));
@@ -750,6 +777,7 @@ impl EventLoop {
                     if let Some(sub) = &mut self.status {
                         sub.ack_deadline = None;
                     }
+                    self.status_backoff = self.durations.backoff_first;
                     // Status subscriptions start now and replay nothing: a
                     // change since the last tab.list, or one the old
                     // subscription had not delivered yet, shows up only in
@@ -778,10 +806,13 @@ impl EventLoop {
     fn status_lost(&mut self, why: &str, now: Instant) {
         self.status = None;
         self.subscribed_panes.clear();
-        if self.connected {
-            self.log.line(&format!("{why}; listing panes again"));
-            self.panes_wanted = true;
-            self.open_debounce(now);
+        if self.connected && self.resubscribe_deadline.is_none() {
+            self.log.line(&format!(
+                "{why}; listing panes again in {} ms",
+                self.status_backoff.as_millis() as u64
+            ));
+            self.resubscribe_deadline = Some(now + self.status_backoff);
+            self.status_backoff = (self.status_backoff * 2).min(self.durations.backoff_max);
         }
     }
 

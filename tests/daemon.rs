@@ -277,6 +277,36 @@ fn a_change_while_the_status_subscription_is_rebuilt_is_not_missed() {
 }
 
 #[test]
+fn a_handover_during_a_rename_is_no_fight() {
+    let (cb, tabs) = running_with_tabs(&["api"]);
+    let (tab, pane) = &tabs[0];
+    cb.expect_steady(tab, "api", Duration::from_millis(300));
+    let old = cb.daemon_pid().unwrap();
+    // The rename is on its way when the new daemon asks to take over.
+    cb.herdr.set_response_delay(Duration::from_millis(600));
+    let renames = cb.herdr.requests_of("tab.rename").len();
+    cb.herdr.set_status(pane, "blocked");
+    let asked = Instant::now();
+    while cb.herdr.requests_of("tab.rename").len() == renames {
+        assert!(asked.elapsed() < 5 * SECOND, "no rename");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(cb.startup().status.success());
+    cb.herdr.set_response_delay(Duration::ZERO);
+    assert!(cowbell::wait_dead(old, 5 * SECOND));
+    cb.wait_for_daemon(2 * SECOND);
+    cb.expect_label(tab, "🔴 api", 3 * SECOND);
+    cb.expect_steady(tab, "🔴 api", SECOND);
+    let log = cb.log();
+    assert!(!log.contains("undid"), "a false fight:\n{log}");
+    assert!(
+        cb.state_json().contains("\"fights_total\":0"),
+        "{}",
+        cb.state_json()
+    );
+}
+
+#[test]
 fn tabs_herdr_named_by_position_are_left_alone() {
     let cb = Cowbell::new();
     let (auto, auto_pane) = cb.tab(None);

@@ -503,6 +503,47 @@ fn an_error_line_to_the_status_subscription_is_retried() {
 }
 
 #[test]
+fn a_status_subscription_refused_again_and_again_is_retried_with_a_backoff() {
+    let mut s = scene();
+    let pid = s.pid();
+    s.cb.herdr.answer_raw_if(
+        "events.subscribe",
+        Some("pane.agent_status_changed"),
+        10_000,
+        b"{\"id\":\"sub:sub:0:probe\",\"error\":{\"code\":\"pane_not_found\",\"message\":\"pane w1:p99 not found\"}}\n",
+    );
+    let status_subscribes = |cb: &Cowbell| {
+        cb.herdr
+            .requests_of("events.subscribe")
+            .iter()
+            .filter(|r| r.line.contains("pane.agent_status_changed"))
+            .count()
+    };
+    let before = status_subscribes(&s.cb);
+    let (_t4, p4) = s.names.tab(&s.cb, Some("fresh"));
+    s.panes.push(p4.clone());
+    std::thread::sleep(3 * SECOND);
+    // Without a backoff: one refusal per debounce, about 25 in 3 s. With
+    // it (0.5 s doubling): 4.
+    let refused = status_subscribes(&s.cb) - before;
+    assert!(
+        (1..=6).contains(&refused),
+        "{refused} status subscriptions in 3 s; log:\n{}",
+        log_tail(&s.cb, 20)
+    );
+    s.cb.herdr.clear_canned();
+    assert!(
+        s.cb.herdr.wait_for_subscribers(2, 10 * SECOND),
+        "the status subscription never came back; log:\n{}",
+        log_tail(&s.cb, 40)
+    );
+    s.cb.herdr.set_status(&p4, "blocked");
+    s.icons_within(CLEAR);
+    assert_eq!(s.pid(), pid);
+    s.invariants();
+}
+
+#[test]
 fn an_error_line_to_the_lifecycle_subscription_is_retried() {
     let mut s = scene();
     let pid = s.pid();
