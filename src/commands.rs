@@ -39,7 +39,7 @@ pub fn daemon(paths: &Paths, replace: bool, foreground: bool) -> Result<u8, Erro
 }
 
 fn start_daemon(paths: &Paths, replace: bool, foreground: bool) -> Result<Started, Error> {
-    daemon::start(paths, replace, foreground).map_err(Error::io("starting the daemon"))
+    daemon::start(paths, replace, foreground).map_err(at_pidfile(paths, "starting the daemon"))
 }
 
 /// The `pane.agent_detected` hook: make sure a daemon runs, say nothing.
@@ -51,7 +51,9 @@ pub fn watchdog(paths: &Paths) -> Result<u8, Error> {
 }
 
 pub fn on(paths: &Paths) -> Result<u8, Error> {
-    if let Holder::Free(lock) = daemon::try_lock(paths).map_err(Error::io("locking the pidfile"))? {
+    if let Holder::Free(lock) =
+        daemon::try_lock(paths).map_err(at_pidfile(paths, "locking the pidfile"))?
+    {
         let (mut state, _) = load_state(paths);
         if state.off {
             state.off = false;
@@ -91,14 +93,14 @@ pub fn off(paths: &Paths, every_tab: bool) -> Result<u8, Error> {
 /// itself before it lets go of the lock (so no hook can start a new one in
 /// between), and returns the lock.
 fn stop_daemon(paths: &Paths) -> Result<Lock, Error> {
-    let signalled =
-        daemon::signal_daemon(paths, libc::SIGUSR2).map_err(Error::io("stopping the daemon"))?;
+    let signalled = daemon::signal_daemon(paths, libc::SIGUSR2)
+        .map_err(at_pidfile(paths, "stopping the daemon"))?;
     let wait = if signalled {
         daemon::STOP_WAIT
     } else {
         daemon::HANDOVER_WAIT
     };
-    match daemon::wait_for_lock(paths, wait).map_err(Error::io("locking the pidfile"))? {
+    match daemon::wait_for_lock(paths, wait).map_err(at_pidfile(paths, "locking the pidfile"))? {
         Some(lock) => Ok(lock),
         None => Err(Error::Io {
             what: "stopping the daemon".into(),
@@ -148,12 +150,12 @@ fn restore(paths: &Paths, state: &mut State, every_tab: bool) -> Result<usize, E
 
 /// One resync in the foreground (for scripts, and hosts without a daemon).
 pub fn sync(paths: &Paths) -> Result<u8, Error> {
-    let lock = match daemon::try_lock(paths).map_err(Error::io("locking the pidfile"))? {
+    let lock = match daemon::try_lock(paths).map_err(at_pidfile(paths, "locking the pidfile"))? {
         Holder::Free(lock) => lock,
         Holder::Daemon(_) => {
             // The daemon keeps the state; ask it to resync instead.
             daemon::signal_daemon(paths, libc::SIGHUP)
-                .map_err(Error::io("signalling the daemon"))?;
+                .map_err(at_pidfile(paths, "signalling the daemon"))?;
             say!("cowbell: the daemon resyncs");
             return Ok(0);
         }
@@ -231,6 +233,12 @@ fn load_state(paths: &Paths) -> (State, bool) {
         complain!("cowbell: {problem}");
     }
     (state, problem.is_some())
+}
+
+/// An error with the pidfile named: a permission or a planted file there is
+/// the usual cause, and the person has to know where to look.
+fn at_pidfile(paths: &Paths, doing: &str) -> impl FnOnce(std::io::Error) -> Error {
+    Error::io(format!("{doing} ({})", paths.pid_file().display()))
 }
 
 fn write_state(paths: &Paths, state: &State) -> Result<(), Error> {
