@@ -476,28 +476,43 @@ fn a_refused_rename_is_tried_again() {
     s.invariants();
 }
 
+/// herdr refuses the next `times` status subscriptions, as it does when a
+/// pane closed between `pane.list` and the subscription.
+fn refuse_status_subscriptions(cb: &Cowbell, times: usize) {
+    cb.herdr.answer_raw_if(
+        "events.subscribe",
+        Some("pane.agent_status_changed"),
+        times,
+        b"{\"id\":\"sub:sub:0:probe\",\"error\":{\"code\":\"pane_not_found\",\"message\":\"pane w1:p99 not found\"}}\n",
+    );
+}
+
+/// A new tab with a pane changes the pane set: cowbell subscribes again.
+fn new_pane_set(s: &mut Scene) -> String {
+    let (_tab, pane) = s.names.tab(&s.cb, Some("fresh"));
+    s.panes.push(pane.clone());
+    pane
+}
+
+/// The status subscription is back: a change only it delivers shows.
+fn status_subscription_works(s: &mut Scene, pane: &str, within: Duration) {
+    assert!(
+        s.cb.herdr.wait_for_subscribers(2, within),
+        "the status subscription never came back; log:\n{}",
+        log_tail(&s.cb, 40)
+    );
+    s.cb.herdr.set_status(pane, "blocked");
+    s.icons_within(CLEAR);
+}
+
 #[test]
 fn an_error_line_to_the_status_subscription_is_retried() {
     let mut s = scene();
     let pid = s.pid();
-    s.cb.herdr.answer_raw_if(
-        "events.subscribe",
-        Some("pane.agent_status_changed"),
-        1,
-        b"{\"id\":\"sub:sub:0:probe\",\"error\":{\"code\":\"pane_not_found\",\"message\":\"pane w1:p99 not found\"}}\n",
-    );
-    // A new pane changes the pane set: cowbell subscribes again, is refused.
-    let (_t4, p4) = s.names.tab(&s.cb, Some("fresh"));
-    s.panes.push(p4.clone());
+    refuse_status_subscriptions(&s.cb, 1);
+    let pane = new_pane_set(&mut s);
     expect_log(&s.cb, "pane_not_found", 3 * SECOND);
-    assert!(
-        s.cb.herdr.wait_for_subscribers(2, 3 * SECOND),
-        "the status subscription never came back; log:\n{}",
-        log_tail(&s.cb, 40)
-    );
-    // Only a live status subscription sees this.
-    s.cb.herdr.set_status(&p4, "blocked");
-    s.icons_within(CLEAR);
+    status_subscription_works(&mut s, &pane, 3 * SECOND);
     assert_eq!(s.pid(), pid);
     s.invariants();
 }
@@ -506,12 +521,7 @@ fn an_error_line_to_the_status_subscription_is_retried() {
 fn a_status_subscription_refused_again_and_again_is_retried_with_a_backoff() {
     let mut s = scene();
     let pid = s.pid();
-    s.cb.herdr.answer_raw_if(
-        "events.subscribe",
-        Some("pane.agent_status_changed"),
-        10_000,
-        b"{\"id\":\"sub:sub:0:probe\",\"error\":{\"code\":\"pane_not_found\",\"message\":\"pane w1:p99 not found\"}}\n",
-    );
+    refuse_status_subscriptions(&s.cb, 10_000);
     let status_subscribes = |cb: &Cowbell| {
         cb.herdr
             .requests_of("events.subscribe")
@@ -520,8 +530,7 @@ fn a_status_subscription_refused_again_and_again_is_retried_with_a_backoff() {
             .count()
     };
     let before = status_subscribes(&s.cb);
-    let (_t4, p4) = s.names.tab(&s.cb, Some("fresh"));
-    s.panes.push(p4.clone());
+    let pane = new_pane_set(&mut s);
     std::thread::sleep(3 * SECOND);
     // Without a backoff: one refusal per debounce, about 25 in 3 s. With
     // it (0.5 s doubling): 4.
@@ -532,13 +541,7 @@ fn a_status_subscription_refused_again_and_again_is_retried_with_a_backoff() {
         log_tail(&s.cb, 20)
     );
     s.cb.herdr.clear_canned();
-    assert!(
-        s.cb.herdr.wait_for_subscribers(2, 10 * SECOND),
-        "the status subscription never came back; log:\n{}",
-        log_tail(&s.cb, 40)
-    );
-    s.cb.herdr.set_status(&p4, "blocked");
-    s.icons_within(CLEAR);
+    status_subscription_works(&mut s, &pane, 10 * SECOND);
     assert_eq!(s.pid(), pid);
     s.invariants();
 }
