@@ -232,6 +232,9 @@ pub struct EventLoop {
     /// a server that keeps refusing is not asked ten times a second.
     resubscribe_deadline: Option<Instant>,
     status_backoff: Duration,
+    /// herdr's last refusal of the event subscription, for the exit message:
+    /// a server that answers but refuses is not "no server".
+    refusal: Option<String>,
 
     /// A resync runs from its `tab.list` until its last rename is answered.
     resync_running: bool,
@@ -292,6 +295,7 @@ impl EventLoop {
             plugin_check_deadline: None,
             resubscribe_deadline: None,
             status_backoff: durations.backoff_first,
+            refusal: None,
             resync_running: false,
             resync_wanted: false,
             panes_wanted: false,
@@ -441,10 +445,23 @@ impl EventLoop {
             return;
         }
         if due(self.idle_exit_deadline) {
-            self.log.line(&format!(
-                "no herdr server for {} s: exiting (the next server start brings cowbell back)",
-                self.durations.idle_exit.as_secs()
-            ));
+            let seconds = self.durations.idle_exit.as_secs();
+            self.log.line(&match &self.refusal {
+                // Most likely a herdr without one of the event types.
+                Some(refusal) => format!(
+                    "{refusal}, still after {seconds} s: exiting (is this herdr older than \
+                     cowbell needs? the subscription lists {})",
+                    herdr::LIFECYCLE_EVENTS
+                        .iter()
+                        .map(|(kind, _)| *kind)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                None => format!(
+                    "no herdr server for {seconds} s: exiting (the next server start brings \
+                     cowbell back)"
+                ),
+            });
             self.exit_code = Some(0);
             return;
         }
@@ -700,10 +717,12 @@ impl EventLoop {
                     ..
                 }) => self.on_event(&name, tab_id, label, now),
                 Ok(Message::Error(error)) => {
-                    self.log.line(&format!(
+                    let refusal = format!(
                         "herdr refused the event subscription: {}: {}",
                         error.code, error.message
-                    ));
+                    );
+                    self.log.line(&refusal);
+                    self.refusal = Some(refusal);
                 }
                 Ok(_) => {}
                 Err(malformed) => self.log.line(&malformed.0),
@@ -716,6 +735,7 @@ impl EventLoop {
             sub.ack_deadline = None;
         }
         self.connected = true;
+        self.refusal = None;
         self.backoff = self.durations.backoff_first;
         self.status_backoff = self.durations.backoff_first;
         self.idle_exit_deadline = None;

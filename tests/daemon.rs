@@ -451,6 +451,31 @@ fn the_daemon_exits_120_seconds_after_the_server_goes_away() {
     assert!(cb.log().contains("no herdr server for 2 s"), "{}", cb.log());
 }
 
+#[test]
+fn a_server_that_refuses_the_subscription_gets_a_message_that_says_so() {
+    // An older herdr refuses a subscription naming an event type it does
+    // not know; that is not "no server". Scale 60: 120 s become 2 s.
+    let cb = Cowbell::with(Options::default(), 60.0);
+    cb.tab(Some("api"));
+    cb.herdr.answer_raw_if(
+        "events.subscribe",
+        Some("tab.created"),
+        10_000,
+        b"{\"id\":\"\",\"error\":{\"code\":\"invalid_request\",\"message\":\"unknown variant `tab.focused`\"}}\n",
+    );
+    cb.startup();
+    let pid = cb.wait_for_daemon(2 * SECOND);
+    assert!(
+        cowbell::wait_dead(pid, 5 * SECOND),
+        "still running:\n{}",
+        cb.log()
+    );
+    let log = cb.log();
+    assert!(log.contains("unknown variant"), "{log}");
+    assert!(log.contains("older than cowbell needs"), "{log}");
+    assert!(!log.contains("no herdr server"), "{log}");
+}
+
 /// The heartbeat finds the plugin gone or disabled: names back, exit.
 fn assert_heartbeat_stops_when(change: impl FnOnce(&Cowbell), logged: &str) {
     // Scale 60: the 60 s heartbeat becomes 1 s.
