@@ -1207,3 +1207,41 @@ fn spinner_echoes_that_herdr_delivers_late_trigger_no_tab_list() {
         cb.log()
     );
 }
+
+#[test]
+fn fights_are_found_with_herdr_polled_delivery_too() {
+    // The other fight tests deliver events at once; herdr delivers them on
+    // a 100 ms poll, so echoes and the renamer's answers come late. Scale
+    // 10 keeps the 30 s fight window (3 s here) well above that.
+    const SCALE: f64 = 10.0;
+    let cb = Cowbell::with(Options::default(), SCALE);
+    let (api, api_pane) = cb.tab(Some("api"));
+    let (db, db_pane) = cb.tab(Some("db"));
+    cb.herdr.set_status(&api_pane, "blocked");
+    cb.herdr.set_status(&db_pane, "blocked");
+    with_renamer(
+        &cb.herdr,
+        &api,
+        Duration::from_millis(50),
+        |_| "api".to_string(),
+        |_| {
+            cb.startup();
+            cb.wait_for_daemon(2 * SECOND);
+            cb.expect_label(&db, "🔴 db", 2 * SECOND);
+            let started = Instant::now();
+            while current_cooldown(&cb, &api).is_none() {
+                assert!(
+                    started.elapsed() < spec(120.0, SCALE),
+                    "no cool-down; log:\n{}",
+                    cb.log()
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let log = cb.log();
+            let own = log.matches(&format!("renamed {api} to")).count();
+            assert_eq!(own, 3, "three exchanges, then the cool-down:\n{log}");
+            assert!(!log.contains(&format!("{db}: another renamer")), "{log}");
+            cb.expect_steady(&db, "🔴 db", SECOND);
+        },
+    );
+}
