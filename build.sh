@@ -85,6 +85,9 @@ fi
 have_rustup=0
 command -v rustup >/dev/null 2>&1 && have_rustup=1
 
+# Every cargo build gets --target-dir: a build.target-dir in cargo's own
+# config (or CARGO_BUILD_TARGET_DIR) would otherwise put the binary where
+# this script does not look.
 target_root=${CARGO_TARGET_DIR:-target}
 os=$(uname -s)
 machine=$(uname -m)
@@ -122,7 +125,7 @@ build_musl() {
         fi
     fi
     say "building static musl binary (cargo build --release --target $musl)"
-    if ! cargo build --release --target "$musl"; then
+    if ! cargo build --release --target "$musl" --target-dir "$target_root"; then
         say "musl build failed"
         return 1
     fi
@@ -134,9 +137,14 @@ build_musl() {
 build_glibc_static() {
     gnu=$arch-unknown-linux-gnu
     say "musl is not available: building a static glibc binary instead (RUSTFLAGS=-C target-feature=+crt-static, --target $gnu)"
-    RUSTFLAGS="${RUSTFLAGS:+$RUSTFLAGS }-C target-feature=+crt-static" \
-        cargo build --release --target "$gnu" \
-        || die "static glibc build failed (cargo build --release --target $gnu)"
+    if ! RUSTFLAGS="${RUSTFLAGS:+$RUSTFLAGS }-C target-feature=+crt-static" \
+        cargo build --release --target "$gnu" --target-dir "$target_root"; then
+        # No static glibc either (a distro Rust without glibc-static): a
+        # dynamic binary still runs on this host.
+        say "static glibc build failed: building a normal (dynamic) release binary"
+        build_native
+        return
+    fi
     mode=glibc-static
     triple=$gnu
     artefact=$target_root/$gnu/release/cowbell
@@ -144,7 +152,7 @@ build_glibc_static() {
 
 build_native() {
     say "building release binary (cargo build --release)"
-    cargo build --release || die "cargo build --release failed"
+    cargo build --release --target-dir "$target_root" || die "cargo build --release failed"
     mode=native
     triple=
     artefact=$target_root/release/cowbell
