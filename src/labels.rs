@@ -104,7 +104,7 @@ pub const SPINNER_FRAMES: &[&str] = &["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", 
 
 /// Emoji may arrive with or without this variation selector, depending on
 /// who typed or rewrote the name; both forms are the same icon.
-const EMOJI_PRESENTATION: char = '\u{FE0F}';
+pub const EMOJI_PRESENTATION: char = '\u{FE0F}';
 
 /// Composes and strips labels for one configuration.
 ///

@@ -73,7 +73,17 @@ impl Log {
 /// A string as it appears in messages: JSON-quoted, so control characters
 /// and quotes are visible (and without std's Debug machinery).
 pub fn quote(text: &str) -> String {
-    miniserde::json::to_string(text)
+    // JSON escapes only C0 controls; a C1 control (U+009B is a CSI) would
+    // still reach the terminal or the log raw.
+    let mut quoted = String::new();
+    for c in miniserde::json::to_string(text).chars() {
+        if c.is_control() {
+            quoted.push_str(&format!("\\u{:04x}", c as u32));
+        } else {
+            quoted.push(c);
+        }
+    }
+    quoted
 }
 
 /// `2026-11-30T05:02:36Z` from Unix seconds (days-to-civil, Howard

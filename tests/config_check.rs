@@ -51,7 +51,7 @@ fn errors_name_the_file_the_key_and_what_is_allowed_and_exit_1() {
             && stderr.contains("rainbow"),
         "{stderr}"
     );
-    assert!(stderr.contains(">= 250"), "{stderr}");
+    assert!(stderr.contains("from 250 to 60000"), "{stderr}");
 }
 
 #[test]
