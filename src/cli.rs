@@ -119,8 +119,8 @@ fn parse(mut parser: lexopt::Parser) -> Result<Command, UsageError> {
         return Err(UsageError("no command given; try `cowbell --help`".into()));
     };
     let name = match arg {
-        Short('h') | Long("help") => return Ok(Command::Help(HELP)),
-        Short('V') | Long("version") => return Ok(Command::Version),
+        Short('h') | Long("help") => return no_more(parser, Command::Help(HELP), HELP),
+        Short('V') | Long("version") => return no_more(parser, Command::Version, HELP),
         Value(name) => name.string()?,
         other => return Err(other.unexpected().into()),
     };
@@ -259,6 +259,8 @@ mod tests {
             &["config", "show"],
             &["status", "--yaml"],
             &["--frobnicate"],
+            &["--help", "bogus"],
+            &["--version", "extra"],
         ] {
             let error = parse(args).unwrap_err();
             assert!(!error.0.is_empty(), "{args:?}");
