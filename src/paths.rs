@@ -73,8 +73,17 @@ pub fn server_dir_name(socket: &Path, default_socket: &Path) -> String {
     if socket == default_socket {
         return "default".to_string();
     }
-    let parts: Vec<&str> = socket.iter().filter_map(|p| p.to_str()).collect();
-    if let [.., "herdr", "sessions", name, "herdr.sock"] = parts.as_slice() {
+    // Only herdr's own sessions directory gives a readable name: the same
+    // "sessions/<name>/herdr.sock" elsewhere is another server, and two
+    // servers must never share a directory (one pidfile, one state.json).
+    let sessions = default_socket.with_file_name("sessions");
+    let in_sessions = socket.file_name() == Some("herdr.sock".as_ref())
+        && socket.parent().and_then(Path::parent) == Some(sessions.as_path());
+    let name = socket
+        .parent()
+        .and_then(Path::file_name)
+        .and_then(|name| name.to_str());
+    if in_sessions && let Some(name) = name {
         let readable = !name.is_empty()
             && name.len() <= 64
             && !name.starts_with('.')
@@ -155,6 +164,9 @@ mod tests {
         assert_eq!(server_dir_name(default, default), "default");
         let session = Path::new("/home/u/.config/herdr/sessions/work/herdr.sock");
         assert_eq!(server_dir_name(session, default), "session-work");
+        // The same shape elsewhere is another server: a directory of its own.
+        let elsewhere = Path::new("/srv/herdr/sessions/work/herdr.sock");
+        assert!(server_dir_name(elsewhere, default).starts_with("socket-"));
         let odd = Path::new("/home/u/.config/herdr/sessions/../x/herdr.sock");
         assert!(server_dir_name(odd, default).starts_with("socket-"));
         let a = server_dir_name(Path::new("/tmp/a.sock"), default);
