@@ -210,6 +210,15 @@ pub fn parse(text: &str, file: &str) -> (Config, Vec<Problem>) {
             return (config, problems);
         }
     };
+    for duplicate in json_check::duplicate_keys(text) {
+        problems.push(Problem {
+            severity: Severity::Warning,
+            message: format!(
+                "{file}: line {}, column {}: {}",
+                duplicate.line, duplicate.column, duplicate.what
+            ),
+        });
+    }
     let Value::Object(object) = value else {
         problems.push(error(format!(
             "{file}: the top level is {}, allowed: an object with the keys {KEYS}",
@@ -659,6 +668,31 @@ mod tests {
             .count();
         // "stuck" is an unknown status: a warning, like "colour".
         assert_eq!((errors, problems.len()), (3, 5));
+    }
+
+    #[test]
+    fn a_key_written_twice_is_a_warning_and_the_last_one_counts() {
+        let text = "{\"preset\": \"ascii\",\n \"preset\": \"nerd\",\n \"icons\": {\"done\": \"d\", \"done\": \"D\"}}";
+        let (config, problems) = parse(text, "config.json");
+        assert_eq!(config.preset, "nerd");
+        assert_eq!(config.icons[Status::Done.index()].as_deref(), Some("D"));
+        assert_eq!(
+            problems,
+            [
+                Problem {
+                    severity: Severity::Warning,
+                    message: "config.json: line 2, column 2: the key \"preset\" appears again; \
+                              only the last one counts"
+                        .into(),
+                },
+                Problem {
+                    severity: Severity::Warning,
+                    message: "config.json: line 3, column 25: the key \"done\" appears again; \
+                              only the last one counts"
+                        .into(),
+                },
+            ]
+        );
     }
 
     #[test]

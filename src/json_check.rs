@@ -20,11 +20,7 @@ pub const MAX_DEPTH: usize = 128;
 
 /// `None` when `text` is one valid JSON value surrounded by whitespace.
 pub fn locate_error(text: &str) -> Option<JsonError> {
-    let mut checker = Checker {
-        text,
-        bytes: text.as_bytes(),
-        pos: 0,
-    };
+    let mut checker = Checker::new(text);
     checker.skip_whitespace();
     let (pos, what) = match checker.value(0) {
         Err(failure) => failure,
@@ -41,6 +37,27 @@ pub fn locate_error(text: &str) -> Option<JsonError> {
     Some(JsonError { line, column, what })
 }
 
+/// Keys written twice in one object, each at its second place. miniserde
+/// keeps the last value without a word, and a person editing config.json
+/// should hear that the first one does nothing.
+pub fn duplicate_keys(text: &str) -> Vec<JsonError> {
+    let mut checker = Checker::new(text);
+    checker.skip_whitespace();
+    let _ = checker.value(0);
+    checker
+        .duplicates
+        .into_iter()
+        .map(|(pos, key)| {
+            let (line, column) = line_and_column(text, pos);
+            JsonError {
+                line,
+                column,
+                what: format!("the key {key} appears again; only the last one counts"),
+            }
+        })
+        .collect()
+}
+
 /// A byte offset into the text and what went wrong there.
 type Failure = (usize, String);
 
@@ -48,9 +65,20 @@ struct Checker<'a> {
     text: &'a str,
     bytes: &'a [u8],
     pos: usize,
+    /// Repeated keys (as written, quotes included), where they repeat.
+    duplicates: Vec<Failure>,
 }
 
-impl Checker<'_> {
+impl<'a> Checker<'a> {
+    fn new(text: &'a str) -> Checker<'a> {
+        Checker {
+            text,
+            bytes: text.as_bytes(),
+            pos: 0,
+            duplicates: Vec::new(),
+        }
+    }
+
     fn peek(&self) -> Option<u8> {
         self.bytes.get(self.pos).copied()
     }
@@ -105,11 +133,19 @@ impl Checker<'_> {
             self.pos += 1;
             return Ok(());
         }
+        let mut keys: Vec<&str> = Vec::new();
         loop {
             if self.peek() != Some(b'"') {
                 return Err(self.expected("a string key in double quotes"));
             }
+            let start = self.pos;
             self.string()?;
+            let key = &self.text[start..self.pos];
+            if keys.contains(&key) {
+                self.duplicates.push((start, key.to_string()));
+            } else {
+                keys.push(key);
+            }
             self.skip_whitespace();
             if self.peek() != Some(b':') {
                 return Err(self.expected("':' after the key"));
