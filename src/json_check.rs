@@ -3,8 +3,9 @@
 //! the text again and names the line, the column and what it expected.
 //!
 //! It accepts exactly RFC 8259 JSON, as miniserde does, including its
-//! refusal of unpaired UTF-16 surrogates in `\u` escapes. Nesting is capped
-//! so that a hostile file cannot overflow the stack of this recursive walk.
+//! refusal of unpaired UTF-16 surrogates in `\u` escapes and of numbers
+//! too large for an f64. Nesting is capped so that a hostile file cannot
+//! overflow the stack of this recursive walk.
 
 /// The first error in a JSON text. `line` and `column` count from 1, and
 /// the column counts characters, not bytes, as editors do.
@@ -329,6 +330,14 @@ impl<'a> Checker<'a> {
             }
             self.digits();
         }
+        // miniserde reads every number as an f64 when it is no integer it
+        // can hold, and refuses one that overflows to infinity.
+        let too_large = self.text[start..self.pos]
+            .parse::<f64>()
+            .is_ok_and(|value| value.is_infinite());
+        if too_large {
+            return Err((start, "number too large".to_string()));
+        }
         Ok(())
     }
 
@@ -514,6 +523,7 @@ mod tests {
     fn number_errors() {
         let cases = [
             ("01", 1, 1, "number with a leading zero"),
+            ("{\"x\": -1e400}", 1, 7, "number too large"),
             ("-", 1, 2, "expected a digit, found the end of the file"),
             ("-a", 1, 2, "expected a digit, found 'a'"),
             (
