@@ -96,6 +96,21 @@ impl Scene {
     fn invariants(&self) {
         assert_invariants(&self.cb, &self.names);
     }
+
+    /// The fault changed nothing lasting: the same daemon, all invariants.
+    fn still_well(&self, pid: u32) {
+        assert_eq!(self.pid(), pid);
+        self.invariants();
+    }
+
+    /// Both subscriptions are back (lifecycle and status).
+    fn resubscribed_within(&self, timeout: Duration) {
+        assert!(
+            self.cb.herdr.wait_for_subscribers(2, timeout),
+            "not subscribed again; log:\n{}",
+            log_tail(&self.cb, 40)
+        );
+    }
 }
 
 /// Waits until the log contains `text`.
@@ -159,11 +174,7 @@ fn server_dies_mid_line_of_an_event() {
     std::thread::sleep(Duration::from_millis(300));
     s.cb.herdr.start_again(true);
     expect_log(&s.cb, "connected", SECOND);
-    assert!(
-        s.cb.herdr.wait_for_subscribers(2, 3 * SECOND),
-        "no resubscription; log:\n{}",
-        log_tail(&s.cb, 40)
-    );
+    s.resubscribed_within(3 * SECOND);
     // A restart loses every reported state; the icons must follow.
     s.icons_within(CLEAR);
     s.poke();
@@ -185,8 +196,7 @@ fn half_an_answer_then_a_closed_connection_is_retried() {
     s.icons_within(CLEAR);
     assert_eq!(s.cb.herdr.canned_left(), 0, "both half answers were read");
     expect_log(&s.cb, "malformed line from herdr", SECOND);
-    assert_eq!(s.pid(), pid);
-    s.invariants();
+    s.still_well(pid);
 }
 
 #[test]
@@ -211,15 +221,10 @@ fn server_dies_mid_subscription() {
     let mut s = scene();
     let pid = s.pid();
     s.cb.herdr.drop_subscriptions();
-    assert!(
-        s.cb.herdr.wait_for_subscribers(2, 3 * SECOND),
-        "no resubscription; log:\n{}",
-        log_tail(&s.cb, 40)
-    );
+    s.resubscribed_within(3 * SECOND);
     s.poke();
     s.icons_within(CLEAR);
-    assert_eq!(s.pid(), pid);
-    s.invariants();
+    s.still_well(pid);
 }
 
 /// Scale 10: the reconnect backoff is 50 ms up to 3 s, so 20 restarts in
@@ -309,8 +314,7 @@ fn garbage_lines_on_the_subscription_are_logged_and_skipped() {
     expect_log(&s.cb, "malformed line from herdr", 2 * SECOND);
     s.poke();
     s.icons_within(CLEAR);
-    assert_eq!(s.pid(), pid);
-    s.invariants();
+    s.still_well(pid);
 }
 
 #[test]
@@ -329,8 +333,7 @@ fn a_ten_mebibyte_event_line_drops_the_connection_and_reconnects() {
     assert!(ok, "no reconnection; log:\n{}", log_tail(&s.cb, 40));
     s.poke();
     s.icons_within(CLEAR);
-    assert_eq!(s.pid(), pid);
-    s.invariants();
+    s.still_well(pid);
 }
 
 #[test]
@@ -341,8 +344,7 @@ fn a_ten_mebibyte_answer_is_refused_and_retried() {
     s.poke();
     s.icons_within(CLEAR + SECOND);
     expect_log(&s.cb, "longer than", SECOND);
-    assert_eq!(s.pid(), pid);
-    s.invariants();
+    s.still_well(pid);
 }
 
 #[test]
@@ -372,8 +374,7 @@ fn answers_of_the_wrong_shape_are_survived() {
     );
     s.poke();
     s.icons_within(CLEAR + SECOND);
-    assert_eq!(s.pid(), pid);
-    s.invariants();
+    s.still_well(pid);
 }
 
 /// An empty tab list (a server that lost its session for a moment) makes
@@ -425,8 +426,7 @@ fn unknown_event_types_and_unknown_fields_are_ignored_silently() {
     );
     s.poke();
     s.icons_within(CLEAR);
-    assert_eq!(s.pid(), pid);
-    s.invariants();
+    s.still_well(pid);
 }
 
 #[test]
@@ -496,11 +496,7 @@ fn new_pane_set(s: &mut Scene) -> String {
 
 /// The status subscription is back: a change only it delivers shows.
 fn status_subscription_works(s: &mut Scene, pane: &str, within: Duration) {
-    assert!(
-        s.cb.herdr.wait_for_subscribers(2, within),
-        "the status subscription never came back; log:\n{}",
-        log_tail(&s.cb, 40)
-    );
+    s.resubscribed_within(within);
     s.cb.herdr.set_status(pane, "blocked");
     s.icons_within(CLEAR);
 }
@@ -513,8 +509,7 @@ fn an_error_line_to_the_status_subscription_is_retried() {
     let pane = new_pane_set(&mut s);
     expect_log(&s.cb, "pane_not_found", 3 * SECOND);
     status_subscription_works(&mut s, &pane, 3 * SECOND);
-    assert_eq!(s.pid(), pid);
-    s.invariants();
+    s.still_well(pid);
 }
 
 #[test]
@@ -542,8 +537,7 @@ fn a_status_subscription_refused_again_and_again_is_retried_with_a_backoff() {
     );
     s.cb.herdr.clear_canned();
     status_subscription_works(&mut s, &pane, 10 * SECOND);
-    assert_eq!(s.pid(), pid);
-    s.invariants();
+    s.still_well(pid);
 }
 
 #[test]
@@ -558,15 +552,10 @@ fn an_error_line_to_the_lifecycle_subscription_is_retried() {
     );
     s.cb.herdr.drop_subscriptions();
     expect_log(&s.cb, "refused the event subscription", 3 * SECOND);
-    assert!(
-        s.cb.herdr.wait_for_subscribers(2, 5 * SECOND),
-        "no resubscription; log:\n{}",
-        log_tail(&s.cb, 40)
-    );
+    s.resubscribed_within(5 * SECOND);
     s.poke();
     s.icons_within(CLEAR);
-    assert_eq!(s.pid(), pid);
-    s.invariants();
+    s.still_well(pid);
 }
 
 // ---------------------------------------------------------------------------
@@ -585,8 +574,7 @@ fn a_slow_server_times_requests_out_and_signals_are_still_served() {
     expect_log(&s.cb, "timed out", REQUEST_TIMEOUT + SECOND);
     s.cb.herdr.set_response_delay(Duration::ZERO);
     s.icons_within(CLEAR + REQUEST_TIMEOUT);
-    assert_eq!(s.pid(), pid);
-    s.invariants();
+    s.still_well(pid);
 }
 
 #[test]
