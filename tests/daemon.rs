@@ -127,13 +127,7 @@ fn a_closed_tab_leaves_state_json() {
 
 #[test]
 fn a_resync_lists_once_and_renames_only_what_differs() {
-    let cb = Cowbell::with(
-        Options {
-            deliver_interval: Duration::ZERO,
-            ..Options::default()
-        },
-        1.0,
-    );
+    let cb = Cowbell::with(Options::immediate(), 1.0);
     let tabs: Vec<(String, String)> = (0..10).map(|i| cb.tab(Some(&format!("t{i}")))).collect();
     for (_, pane) in &tabs[..4] {
         cb.herdr.set_status(pane, "blocked");
@@ -194,13 +188,7 @@ fn echoes_of_its_own_renames_trigger_nothing() {
 
 #[test]
 fn a_steady_stream_of_events_cannot_starve_the_resync() {
-    let cb = Cowbell::with(
-        Options {
-            deliver_interval: Duration::ZERO,
-            ..Options::default()
-        },
-        1.0,
-    );
+    let cb = Cowbell::with(Options::immediate(), 1.0);
     let (tab, pane) = cb.tab(Some("busy"));
     let (_other, noisy) = cb.tab(Some("noisy"));
     cb.startup();
@@ -732,13 +720,7 @@ fn a_stop_during_a_slow_resync_still_restores_every_name() {
 
 #[test]
 fn a_rename_back_to_a_label_cowbell_wrote_earlier_is_noticed() {
-    let cb = Cowbell::with(
-        Options {
-            deliver_interval: Duration::ZERO,
-            ..Options::default()
-        },
-        1.0,
-    );
+    let cb = Cowbell::with(Options::immediate(), 1.0);
     let (tab, pane) = cb.tab(Some("api"));
     cb.tab(Some("other"));
     cb.startup();

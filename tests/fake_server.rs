@@ -17,14 +17,6 @@ use support::{Next, SubReader, json_shape, request, transcript_lines};
 
 const SEC: Duration = Duration::from_secs(1);
 
-/// Delivery at once: most tests don't care about the 100 ms polling.
-fn fast() -> Options {
-    Options {
-        replay: true,
-        deliver_interval: Duration::ZERO,
-    }
-}
-
 fn start(dir: &TempDir, options: Options) -> (FakeHerdr, std::path::PathBuf) {
     let sock = dir.join("herdr.sock");
     (FakeHerdr::start_with(&sock, options), sock)
@@ -58,7 +50,7 @@ fn take(sub: &mut SubReader, n: usize, timeout: Duration) -> Vec<String> {
 #[test]
 fn ping_matches_the_recording_exactly() {
     let dir = TempDir::new();
-    let (_fake, sock) = start(&dir, fast());
+    let (_fake, sock) = start(&dir, Options::immediate());
     let recorded = transcript_lines("requests.jsonl");
     let got = req(&sock, "req_1", "ping", "{}");
     assert_eq!(got, recorded[0]);
@@ -67,7 +59,7 @@ fn ping_matches_the_recording_exactly() {
 #[test]
 fn one_request_per_connection_second_is_reset() {
     let dir = TempDir::new();
-    let (fake, sock) = start(&dir, fast());
+    let (fake, sock) = start(&dir, Options::immediate());
     let mut s = UnixStream::connect(&sock).unwrap();
     s.set_read_timeout(Some(5 * SEC)).unwrap();
     s.write_all(
@@ -111,7 +103,7 @@ fn one_request_per_connection_second_is_reset() {
 #[test]
 fn invalid_requests_come_back_with_an_empty_id() {
     let dir = TempDir::new();
-    let (_fake, sock) = start(&dir, fast());
+    let (_fake, sock) = start(&dir, Options::immediate());
     let bogus = req(&sock, "x", "bogus.method", "{}");
     assert_eq!(
         bogus,
@@ -137,7 +129,7 @@ fn invalid_requests_come_back_with_an_empty_id() {
 #[test]
 fn unnamed_labels_follow_moves_and_closes() {
     let dir = TempDir::new();
-    let (fake, sock) = start(&dir, fast());
+    let (fake, sock) = start(&dir, Options::immediate());
     let ws = fake.add_workspace("alpha");
     let t1 = fake.add_tab(&ws, None);
     let t2 = fake.add_tab(&ws, None);
@@ -174,7 +166,7 @@ fn unnamed_labels_follow_moves_and_closes() {
 #[test]
 fn any_rename_makes_a_custom_name() {
     let dir = TempDir::new();
-    let (fake, sock) = start(&dir, fast());
+    let (fake, sock) = start(&dir, Options::immediate());
     let ws = fake.add_workspace("alpha");
     let t1 = fake.add_tab(&ws, None);
     let t2 = fake.add_tab(&ws, None);
@@ -210,7 +202,7 @@ fn any_rename_makes_a_custom_name() {
 #[test]
 fn rollup_done_seen_and_focus() {
     let dir = TempDir::new();
-    let (fake, sock) = start(&dir, fast());
+    let (fake, sock) = start(&dir, Options::immediate());
     let ws = fake.add_workspace("alpha");
     let t1 = fake.add_tab(&ws, None); // focused: first tab
     let t2 = fake.add_tab(&ws, None);
@@ -262,7 +254,7 @@ fn rollup_done_seen_and_focus() {
 #[test]
 fn lifecycle_subscriptions_replay_the_buffer() {
     let dir = TempDir::new();
-    let (fake, sock) = start(&dir, fast());
+    let (fake, sock) = start(&dir, Options::immediate());
     let ws = fake.add_workspace("alpha");
     let t1 = fake.add_tab(&ws, None);
     fake.rename_tab(&t1, "old");
@@ -297,7 +289,7 @@ fn lifecycle_subscriptions_replay_the_buffer() {
         &dir2,
         Options {
             replay: false,
-            ..fast()
+            ..Options::immediate()
         },
     );
     let ws = fake2.add_workspace("alpha");
@@ -319,7 +311,7 @@ fn lifecycle_subscriptions_replay_the_buffer() {
 #[test]
 fn status_subscriptions_start_now_and_report_done() {
     let dir = TempDir::new();
-    let (fake, sock) = start(&dir, fast());
+    let (fake, sock) = start(&dir, Options::immediate());
     let ws = fake.add_workspace("alpha");
     let t1 = fake.add_tab(&ws, None);
     let t2 = fake.add_tab(&ws, None);
@@ -356,7 +348,7 @@ fn status_subscriptions_start_now_and_report_done() {
 #[test]
 fn status_subscription_for_a_missing_pane_probes_and_closes() {
     let dir = TempDir::new();
-    let (fake, sock) = start(&dir, fast());
+    let (fake, sock) = start(&dir, Options::immediate());
     let ws = fake.add_workspace("alpha");
     fake.add_tab(&ws, None);
     let mut sub = SubReader::open(
@@ -376,7 +368,7 @@ fn status_subscription_for_a_missing_pane_probes_and_closes() {
 #[test]
 fn writing_on_a_subscription_disconnects() {
     let dir = TempDir::new();
-    let (fake, sock) = start(&dir, fast());
+    let (fake, sock) = start(&dir, Options::immediate());
     let mut sub = SubReader::open(
         &sock,
         r#"{"id":"s","method":"events.subscribe","params":{"subscriptions":[{"type":"tab.renamed"}]}}"#,
@@ -421,7 +413,7 @@ fn delivery_is_polled_one_event_per_entry_per_100ms() {
 #[test]
 fn stop_gives_eof_and_start_again_keeps_names_but_not_states() {
     let dir = TempDir::new();
-    let (mut fake, sock) = start(&dir, fast());
+    let (mut fake, sock) = start(&dir, Options::immediate());
     let ws = fake.add_workspace("alpha");
     let t1 = fake.add_tab(&ws, None);
     let t2 = fake.add_tab(&ws, None);
@@ -467,7 +459,7 @@ fn stop_gives_eof_and_start_again_keeps_names_but_not_states() {
 #[test]
 fn fault_controls() {
     let dir = TempDir::new();
-    let (fake, sock) = start(&dir, fast());
+    let (fake, sock) = start(&dir, Options::immediate());
     let ws = fake.add_workspace("alpha");
     let t1 = fake.add_tab(&ws, None);
     fake.fail_next_renames(1);
@@ -519,7 +511,7 @@ fn fault_controls() {
 #[test]
 fn plugins_and_notifications() {
     let dir = TempDir::new();
-    let (fake, sock) = start(&dir, fast());
+    let (fake, sock) = start(&dir, Options::immediate());
     let all = req(&sock, "pl", "plugin.list", "{}");
     assert!(
         all.contains(r#"{"plugin_id":"cowbell","name":"cowbell""#)
@@ -574,7 +566,7 @@ fn event_lines_have_the_recorded_shapes() {
 
     // Replay the recorded session on the fake.
     let dir = TempDir::new();
-    let (fake, sock) = start(&dir, fast());
+    let (fake, sock) = start(&dir, Options::immediate());
     let ws = fake.add_workspace("alpha");
     let t1 = fake.add_tab(&ws, None);
     let t2 = fake.add_tab(&ws, Some("second"));
@@ -667,7 +659,7 @@ fn responses_have_the_recorded_shapes() {
     );
 
     let dir = TempDir::new();
-    let (fake, sock) = start(&dir, fast());
+    let (fake, sock) = start(&dir, Options::immediate());
     let ws = fake.add_workspace("alpha");
     fake.add_tab(&ws, None);
     fake.add_tab(&ws, Some("second"));
@@ -694,7 +686,7 @@ fn responses_have_the_recorded_shapes() {
         }
     }
     let dir2 = TempDir::new();
-    let (fake2, sock2) = start(&dir2, fast());
+    let (fake2, sock2) = start(&dir2, Options::immediate());
     let ws = fake2.add_workspace("alpha");
     fake2.add_tab(&ws, None);
     let (rq, rs) = pairs.iter().find(|(q, _)| q.contains("pane.list")).unwrap();

@@ -641,11 +641,7 @@ fn a_server_whose_queue_is_full_cannot_hang_a_command() {
 #[test]
 fn replayed_events_bring_no_wrong_base_no_fight_and_no_rename_storm() {
     // Delivery at once, so 512 replayed events arrive in a moment.
-    let options = Options {
-        deliver_interval: Duration::ZERO,
-        ..Options::default()
-    };
-    let cb = Cowbell::with(options, 1.0);
+    let cb = Cowbell::with(Options::immediate(), 1.0);
     let mut names = Names::new();
     let (t1, p1) = names.tab(&cb, Some("api"));
     let (_t2, p2) = names.tab(&cb, Some("docs"));

@@ -6,7 +6,10 @@
 //! The fight tests run at `COWBELL_TIME_SCALE` 60 or 120, so the 30 s fight
 //! window, the 120 s span and the cool-downs (60 s doubling to 15 min) take
 //! a second or less. The other renamer answers within 50 ms of real time
-//! (6 s of specification time at 120), well inside the window. The spinner
+//! (6 s of specification time at 120), well inside the window. Most deliver
+//! events at once (`Options::immediate`): with the window at 250 ms of real
+//! time, herdr's 100 ms poll would eat much of it; one test runs at scale
+//! 10 with the poll, to show fights are found that way too. The spinner
 //! tests run unscaled, since the scale would also divide the frame interval.
 
 mod support;
@@ -39,16 +42,6 @@ fn wall_ms() -> u64 {
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_millis() as u64
-}
-
-/// Events as herdr 0.8.2 polls them, but delivered at once: with the
-/// fight window at 250 ms of real time, herdr's 100 ms polling would eat
-/// a good part of it.
-fn immediate() -> Options {
-    Options {
-        deliver_interval: Duration::ZERO,
-        ..Options::default()
-    }
 }
 
 fn as_u64(value: &Value) -> Option<u64> {
@@ -171,6 +164,21 @@ fn scaled_ms(secs: f64, scale: f64) -> u64 {
 /// renames (three fights) start each cool-down; cool-downs last 60 s, then
 /// double up to 15 min; one more rename may open the next round as the
 /// period ends. Fights take time too, so the true count is lower.
+/// Adds a cool-down of `tab` to `seen` the first time state.json shows it,
+/// and returns the one still running (with 30 ms to spare), if any.
+fn running_cooldown<'a>(
+    cb: &Cowbell,
+    tab: &str,
+    seen: &'a mut Vec<Cooldown>,
+) -> Option<&'a Cooldown> {
+    if let Some(c) = current_cooldown(cb, tab)
+        && seen.last().is_none_or(|last| !last.same(&c))
+    {
+        seen.push(c);
+    }
+    seen.last().filter(|c| wall_ms() + 30 < c.until_ms)
+}
+
 fn fight_bound(period: Duration) -> usize {
     let mut elapsed = Duration::ZERO;
     let mut cooldown = Duration::from_secs(60);
@@ -255,7 +263,7 @@ fn hup(pid: u32) {
 #[test]
 fn a_hostile_renamer_gets_three_renames_per_cooldown_doubling_to_the_cap() {
     const SCALE: f64 = 120.0;
-    let cb = Cowbell::with(immediate(), SCALE);
+    let cb = Cowbell::with(Options::immediate(), SCALE);
     let (api, api_pane) = cb.tab(Some("api"));
     let (web, web_pane) = cb.tab(Some("web"));
     let (db, db_pane) = cb.tab(Some("db"));
@@ -288,16 +296,9 @@ fn a_hostile_renamer_gets_three_renames_per_cooldown_doubling_to_the_cap() {
             let mut next_flip = Instant::now() + Duration::from_millis(700);
             let mut web_wanted: Option<(&str, Instant)> = None;
             while started.elapsed() < spec(period.as_secs_f64(), SCALE) {
-                if let Some(c) = current_cooldown(&cb, &api)
-                    && cooldowns.last().is_none_or(|last| !last.same(&c))
-                {
-                    cooldowns.push(c);
-                }
                 // While a cool-down runs, the tab has the other name and no icon,
                 // and cowbell sends it nothing.
-                if let Some(c) = cooldowns.last()
-                    && wall_ms() + 30 < c.until_ms
-                {
+                if let Some(c) = running_cooldown(&cb, &api, &mut cooldowns) {
                     assert_eq!(
                         cb.herdr.label(&api),
                         "api",
@@ -381,7 +382,7 @@ fn a_hostile_renamer_gets_three_renames_per_cooldown_doubling_to_the_cap() {
 #[test]
 fn a_slow_renamer_is_never_put_in_cooldown() {
     const SCALE: f64 = 120.0;
-    let cb = Cowbell::with(immediate(), SCALE);
+    let cb = Cowbell::with(Options::immediate(), SCALE);
     let (api, api_pane) = cb.tab(Some("api"));
     cb.herdr.set_status(&api_pane, "blocked");
     // Ten minutes of specification time.
@@ -438,7 +439,7 @@ fn a_slow_renamer_is_never_put_in_cooldown() {
 #[test]
 fn two_cowbell_style_renamers_do_not_loop_forever() {
     const SCALE: f64 = 120.0;
-    let cb = Cowbell::with(immediate(), SCALE);
+    let cb = Cowbell::with(Options::immediate(), SCALE);
     let (api, api_pane) = cb.tab(Some("api"));
     cb.herdr.set_status(&api_pane, "blocked");
     // A second plugin that, like cowbell, puts its own mark in front of the
@@ -460,14 +461,7 @@ fn two_cowbell_style_renamers_do_not_loop_forever() {
             cb.wait_for_daemon(2 * SECOND);
             let mut cooldowns: Vec<Cooldown> = Vec::new();
             while started.elapsed() < spec(period.as_secs_f64(), SCALE) {
-                if let Some(c) = current_cooldown(&cb, &api)
-                    && cooldowns.last().is_none_or(|last| !last.same(&c))
-                {
-                    cooldowns.push(c);
-                }
-                if let Some(c) = cooldowns.last()
-                    && wall_ms() + 30 < c.until_ms
-                {
+                if let Some(c) = running_cooldown(&cb, &api, &mut cooldowns) {
                     // Both sides are quiet during a cool-down.
                     assert_eq!(
                         cb.herdr.renames_of(&api),
@@ -509,7 +503,7 @@ fn two_cowbell_style_renamers_do_not_loop_forever() {
 #[test]
 fn fight_history_and_cooldowns_survive_a_daemon_restart() {
     const SCALE: f64 = 60.0;
-    let cb = Cowbell::with(immediate(), SCALE);
+    let cb = Cowbell::with(Options::immediate(), SCALE);
     let (api, api_pane) = cb.tab(Some("api"));
     let (web, web_pane) = cb.tab(Some("web"));
     cb.herdr.set_status(&api_pane, "blocked");
@@ -1106,7 +1100,7 @@ fn spinner_echoes_trigger_no_tab_list() {
 fn a_user_rename_while_spinning_becomes_the_base() {
     // Immediate delivery: cowbell hears of the rename at once, long before
     // the next frame is due.
-    let cb = Cowbell::with(immediate(), 1.0);
+    let cb = Cowbell::with(Options::immediate(), 1.0);
     cb.write_config(SPINNER_CONFIG);
     let (api, api_pane) = cb.tab(Some("api"));
     cb.herdr.set_status(&api_pane, "working");

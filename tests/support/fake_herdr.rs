@@ -86,6 +86,17 @@ impl Default for Options {
     }
 }
 
+impl Options {
+    /// herdr's behaviour, but events delivered at once rather than on its
+    /// 100 ms poll: for tests whose timing that poll would blur.
+    pub fn immediate() -> Options {
+        Options {
+            deliver_interval: Duration::ZERO,
+            ..Options::default()
+        }
+    }
+}
+
 /// One request line received by the server.
 #[derive(Clone, Debug)]
 pub struct LoggedRequest {
