@@ -1132,8 +1132,14 @@ impl EventLoop {
     }
 
     fn save(&mut self) {
-        let state = state::from_tracker(&self.tracker, self.off, self.clock);
-        if let Err(error) = state::save(&self.paths.state_file(), &state, &mut self.last_saved) {
+        let saved = state::save_tracker(
+            &self.paths.state_file(),
+            &self.tracker,
+            self.off,
+            self.clock,
+            &mut self.last_saved,
+        );
+        if let Err(error) = saved {
             self.log.line(&format!(
                 "cannot save {}: {error}",
                 self.paths.state_file().display()

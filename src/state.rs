@@ -12,12 +12,13 @@
 //! clock that jumped is clamped, so a cool-down never lasts longer than the
 //! longest cool-down the rules allow.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use miniserde::{Deserialize, Serialize, json};
+use miniserde::{Deserialize, Serialize, json, ser};
 
 use crate::fights::{FightRecord, Timing};
 use crate::files;
@@ -61,13 +62,61 @@ pub struct State {
     pub tabs: BTreeMap<String, TabEntry>,
 }
 
+/// The file's shape for writing: it borrows the tabs, or streams them
+/// from the daemon's tracker, so that a save never holds a second copy of
+/// every name (at 1000 tabs that copy was the daemon's memory peak).
+#[derive(Serialize)]
+struct StateFileOut<T> {
+    version: u64,
+    off: bool,
+    tabs: T,
+}
+
 pub fn encode(state: &State) -> String {
-    let file = StateFile {
+    json::to_string(&StateFileOut {
         version: VERSION,
         off: state.off,
-        tabs: state.tabs.clone(),
-    };
-    json::to_string(&file)
+        tabs: &state.tabs,
+    })
+}
+
+/// The text `encode(&from_tracker(..))` gives, one entry at a time.
+pub fn encode_tracker(tracker: &Tracker, off: bool, clock: Clock) -> String {
+    json::to_string(&StateFileOut {
+        version: VERSION,
+        off,
+        tabs: TrackerTabs { tracker, clock },
+    })
+}
+
+struct TrackerTabs<'a> {
+    tracker: &'a Tracker,
+    clock: Clock,
+}
+
+impl Serialize for TrackerTabs<'_> {
+    fn begin(&self) -> ser::Fragment<'_> {
+        ser::Fragment::Map(Box::new(TrackerEntries {
+            records: self.tracker.tabs.iter(),
+            clock: self.clock,
+            current: None,
+        }))
+    }
+}
+
+/// Holds only the entry being written.
+struct TrackerEntries<'a> {
+    records: std::collections::btree_map::Iter<'a, String, TabRecord>,
+    clock: Clock,
+    current: Option<TabEntry>,
+}
+
+impl ser::Map for TrackerEntries<'_> {
+    fn next(&mut self) -> Option<(Cow<'_, str>, &dyn Serialize)> {
+        let (tab_id, record) = self.records.next()?;
+        let entry = self.current.insert(entry_of(record, self.clock));
+        Some((Cow::Borrowed(tab_id.as_str()), entry))
+    }
 }
 
 pub fn decode(text: &str) -> Result<State, String> {
@@ -182,7 +231,21 @@ fn corrupt_name(path: &Path, now_unix_secs: u64) -> PathBuf {
 /// read-only directory costs one log line, not one per resync. Returns
 /// whether it wrote.
 pub fn save(path: &Path, state: &State, last_saved: &mut Option<u64>) -> io::Result<bool> {
-    let text = encode(state);
+    write_unless_saved(path, &encode(state), last_saved)
+}
+
+/// `save` for the daemon, straight from its tracker.
+pub fn save_tracker(
+    path: &Path,
+    tracker: &Tracker,
+    off: bool,
+    clock: Clock,
+    last_saved: &mut Option<u64>,
+) -> io::Result<bool> {
+    write_unless_saved(path, &encode_tracker(tracker, off, clock), last_saved)
+}
+
+fn write_unless_saved(path: &Path, text: &str, last_saved: &mut Option<u64>) -> io::Result<bool> {
     let fingerprint = files::fingerprint(text.as_bytes());
     if *last_saved == Some(fingerprint) {
         return Ok(false);
@@ -286,33 +349,32 @@ pub fn to_tracker(state: &State, clock: Clock, timing: &Timing) -> Tracker {
 
 pub fn from_tracker(tracker: &Tracker, off: bool, clock: Clock) -> State {
     // Collected rather than inserted one by one: collecting builds full
-    // B-tree nodes where sorted inserts leave them half empty, and the
-    // daemon's memory peak at 1000 tabs is measurably lower. That is worth
-    // more than the few KiB of sort code it costs.
+    // B-tree nodes where sorted inserts leave them half empty.
     let tabs = tracker
         .tabs
         .iter()
-        .map(|(tab_id, record)| {
-            let fight = &record.fight;
-            let entry = TabEntry {
-                base: record.base.clone(),
-                written: record.written.clone(),
-                seen: Some(record.seen.clone()),
-                auto_named: record.auto_named,
-                fights_ms: fight.fights.iter().map(|at| clock.to_wall(*at)).collect(),
-                last_own_rename_ms: fight.last_own_rename.map(|at| clock.to_wall(at)),
-                cooldown_until_ms: fight.cooldown_until.map(|at| clock.to_wall(at)),
-                last_cooldown_end_ms: fight.last_cooldown.map(|(end, _)| clock.to_wall(end)),
-                last_cooldown_ms: fight
-                    .last_cooldown
-                    .map(|(_, length)| length.as_millis() as u64),
-                cooldown_level: fight.level,
-                fights_total: fight.total,
-            };
-            (tab_id.clone(), entry)
-        })
+        .map(|(tab_id, record)| (tab_id.clone(), entry_of(record, clock)))
         .collect();
     State { off, tabs }
+}
+
+fn entry_of(record: &TabRecord, clock: Clock) -> TabEntry {
+    let fight = &record.fight;
+    TabEntry {
+        base: record.base.clone(),
+        written: record.written.clone(),
+        seen: Some(record.seen.clone()),
+        auto_named: record.auto_named,
+        fights_ms: fight.fights.iter().map(|at| clock.to_wall(*at)).collect(),
+        last_own_rename_ms: fight.last_own_rename.map(|at| clock.to_wall(at)),
+        cooldown_until_ms: fight.cooldown_until.map(|at| clock.to_wall(at)),
+        last_cooldown_end_ms: fight.last_cooldown.map(|(end, _)| clock.to_wall(end)),
+        last_cooldown_ms: fight
+            .last_cooldown
+            .map(|(_, length)| length.as_millis() as u64),
+        cooldown_level: fight.level,
+        fights_total: fight.total,
+    }
 }
 
 #[cfg(test)]
@@ -423,6 +485,32 @@ mod tests {
             decode(r#"{"version":7}"#),
             Err("unknown format version 7".to_string())
         );
+    }
+
+    #[test]
+    fn the_daemon_writes_what_a_command_would_and_reads_it_back() {
+        let clock = Clock::now();
+        let mut tracker = Tracker::default();
+        for (id, base, written) in [("w1:t2", "web", None), ("w1:t1", "a\"pi", Some("🔴 a\"pi"))]
+        {
+            let mut record = TabRecord {
+                base: base.into(),
+                written: written.map(String::from),
+                seen: written.unwrap_or(base).into(),
+                auto_named: written.is_none(),
+                ..TabRecord::default()
+            };
+            record.fight.fights = vec![clock.mono];
+            record.fight.last_cooldown = Some((clock.mono, Duration::from_secs(60)));
+            record.fight.level = 2;
+            tracker.tabs.insert(id.into(), record);
+        }
+        let streamed = encode_tracker(&tracker, true, clock);
+        assert_eq!(streamed, encode(&from_tracker(&tracker, true, clock)));
+        let state = decode(&streamed).unwrap();
+        assert_eq!(state, from_tracker(&tracker, true, clock));
+        assert_eq!(state.tabs.len(), 2);
+        assert_eq!(state.tabs["w1:t1"].written.as_deref(), Some("🔴 a\"pi"));
     }
 
     #[test]
