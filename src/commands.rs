@@ -200,7 +200,10 @@ pub fn sync(paths: &Paths) -> Result<u8, Error> {
 }
 
 fn list_tabs(paths: &Paths) -> Result<Vec<Tab>, Error> {
-    Ok(list_tab_infos(paths)?.iter().map(TabInfo::to_tab).collect())
+    Ok(list_tab_infos(paths)?
+        .into_iter()
+        .map(TabInfo::into_tab)
+        .collect())
 }
 
 fn server_what(paths: &Paths) -> String {

@@ -108,7 +108,7 @@ struct Subscription {
 }
 
 impl Subscription {
-    fn open(socket: &std::path::Path, params: &str, now: Instant) -> io::Result<Subscription> {
+    fn open(socket: &std::path::Path, params: String, now: Instant) -> io::Result<Subscription> {
         let mut stream = sys::connect_unix(socket)?;
         let mut unwritten = herdr::request_line("sub", "events.subscribe", params).into_bytes();
         // As much as the socket takes now; the rest when it is writable.
@@ -176,6 +176,9 @@ fn flush(stream: &mut UnixStream, unwritten: &mut Vec<u8>) -> io::Result<()> {
             Err(error) => return Err(error),
         }
     }
+    // A status subscription of 3000 panes is a 350 KB request; a drained
+    // Vec would keep that capacity for the connection's whole life.
+    *unwritten = Vec::new();
     Ok(())
 }
 
@@ -568,7 +571,7 @@ impl EventLoop {
     }
 
     fn connect(&mut self, now: Instant) {
-        match Subscription::open(&self.paths.socket, &herdr::lifecycle_subscription(), now) {
+        match Subscription::open(&self.paths.socket, herdr::lifecycle_subscription(), now) {
             Ok(sub) => self.lifecycle = Some(sub),
             Err(error) => self.connect_failed(
                 &format!("cannot connect to {}: {error}", self.paths.socket.display()),
@@ -869,7 +872,7 @@ impl EventLoop {
                 Ok(mut stream) => {
                     // Write at once: a request line fits the socket buffer,
                     // and waiting for POLLOUT would cost a wake-up.
-                    let mut unwritten = herdr::request_line(&id, method, &params).into_bytes();
+                    let mut unwritten = herdr::request_line(&id, method, params).into_bytes();
                     if let Err(error) = flush(&mut stream, &mut unwritten) {
                         self.log
                             .line(&format!("{}: write failed: {error}", describe(&purpose)));
@@ -957,7 +960,7 @@ impl EventLoop {
                 if listed_panes != self.subscribed_panes.len() as u64 && !listing {
                     self.queue.push_back(Purpose::ListPanes);
                 }
-                let tabs: Vec<Tab> = infos.iter().map(TabInfo::to_tab).collect();
+                let tabs: Vec<Tab> = infos.into_iter().map(TabInfo::into_tab).collect();
                 let plan = self.tracker.resync(&tabs, &self.settings, now);
                 for note in &plan.notes {
                     self.log.line(&describe_note(note));
@@ -972,7 +975,7 @@ impl EventLoop {
                 self.maybe_finish_resync(now);
             }
             (Purpose::ListTabs { restore: true }, Message::Tabs(infos)) => {
-                let tabs: Vec<Tab> = infos.iter().map(TabInfo::to_tab).collect();
+                let tabs: Vec<Tab> = infos.into_iter().map(TabInfo::into_tab).collect();
                 let present: Vec<&str> = tabs.iter().map(|t| t.tab_id.as_str()).collect();
                 // Tabs that are gone need no restoring.
                 self.tracker
@@ -1115,7 +1118,7 @@ impl EventLoop {
         if panes.is_empty() {
             return;
         }
-        match Subscription::open(&self.paths.socket, &herdr::status_subscription(&panes), now) {
+        match Subscription::open(&self.paths.socket, herdr::status_subscription(&panes), now) {
             Ok(sub) => {
                 self.log
                     .line(&format!("status subscription for {} panes", panes.len()));

@@ -113,6 +113,9 @@ impl TabRecord {
     }
 
     fn remember_sent(&mut self, label: &str, now: Instant) {
+        // A first push would make room for four; most tabs hold one or two
+        // labels, and at 1000 tabs the spare room was 140 KB.
+        self.sent.reserve_exact(1);
         self.sent.push(Sent {
             label: label.to_string(),
             at: now,
