@@ -36,6 +36,14 @@ const STOP_GRACE: Duration = Duration::from_secs(10);
 const RETRY: Duration = Duration::from_secs(1);
 /// Requests open at once; herdr serves each on its own connection.
 const MAX_IN_FLIGHT: usize = 16;
+/// How long answers are left to arrive after the heartbeat fires before
+/// the loop looks at them. The heartbeat's two answers (plugin.list and
+/// tab.list), polled at once, usually come a few milliseconds apart and wake
+/// the loop twice; read together, a quiet minute costs one wake-up for the
+/// timer and one for herdr. Subscriptions and signals are polled meanwhile;
+/// answers to other requests in flight wait too, at most this long, once a
+/// minute.
+const HEARTBEAT_GATHER: Duration = Duration::from_millis(20);
 
 /// The specification's durations, divided by `COWBELL_TIME_SCALE` in tests.
 #[derive(Clone, Copy, Debug)]
@@ -45,6 +53,7 @@ pub struct Durations {
     pub backoff_max: Duration,
     pub idle_exit: Duration,
     pub heartbeat: Duration,
+    pub heartbeat_gather: Duration,
     pub fight_timing: Timing,
     pub scale: u32,
 }
@@ -68,6 +77,7 @@ impl Durations {
             backoff_max: BACKOFF_MAX / scale,
             idle_exit: IDLE_EXIT / scale,
             heartbeat: HEARTBEAT / scale,
+            heartbeat_gather: HEARTBEAT_GATHER / scale,
             fight_timing: Timing::scaled(scale),
             scale,
         }
@@ -230,6 +240,8 @@ pub struct EventLoop {
     cooldown_deadline: Option<Instant>,
     retry_deadline: Option<Instant>,
     plugin_check_deadline: Option<Instant>,
+    /// Until then, answers to requests are not polled (`HEARTBEAT_GATHER`).
+    gather_deadline: Option<Instant>,
     /// When to list panes and subscribe again after the status subscription
     /// was refused or lost; `status_backoff` grows like the reconnect one, so
     /// a server that keeps refusing is not asked ten times a second.
@@ -296,6 +308,7 @@ impl EventLoop {
             cooldown_deadline: None,
             retry_deadline: None,
             plugin_check_deadline: None,
+            gather_deadline: None,
             resubscribe_deadline: None,
             status_backoff: durations.backoff_first,
             refusal: None,
@@ -381,6 +394,14 @@ impl EventLoop {
             sources.push(Source::Status);
         }
         for (index, pending) in self.in_flight.iter().enumerate() {
+            // A request that times out within the gather is polled, so an
+            // answer already there is read rather than given up on.
+            let held = self
+                .gather_deadline
+                .is_some_and(|until| pending.deadline > until);
+            if held && pending.unwritten.is_empty() {
+                continue;
+            }
             entries.push(sys::poll_entry(
                 pending.stream.as_fd(),
                 interest(&pending.unwritten),
@@ -404,6 +425,7 @@ impl EventLoop {
             self.cooldown_deadline,
             self.retry_deadline,
             self.plugin_check_deadline,
+            self.gather_deadline,
             self.resubscribe_deadline,
             stop,
             self.lifecycle.as_ref().and_then(|s| s.ack_deadline),
@@ -521,7 +543,11 @@ impl EventLoop {
             if self.connected && self.stop.is_none() {
                 self.queue.push_back(Purpose::ListPlugins);
                 self.begin_resync();
+                self.gather_deadline = Some(now + self.durations.heartbeat_gather);
             }
+        }
+        if due(self.gather_deadline) {
+            self.gather_deadline = None;
         }
         if due(self.cooldown_deadline) {
             self.cooldown_deadline = None;
@@ -606,6 +632,7 @@ impl EventLoop {
         self.debounce_deadline = None;
         self.retry_deadline = None;
         self.plugin_check_deadline = None;
+        self.gather_deadline = None;
         self.heartbeat_deadline = None;
         self.spinner_deadline = None;
         self.resubscribe_deadline = None;
