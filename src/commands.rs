@@ -160,7 +160,7 @@ pub fn sync(paths: &Paths) -> Result<u8, Error> {
             return Ok(0);
         }
     };
-    let (mut state, _) = load_state(paths);
+    let (state, _) = load_state(paths);
     if state.off {
         complain!("cowbell: off for this server; `cowbell on` turns it back on");
         return Ok(0);
@@ -193,8 +193,14 @@ pub fn sync(paths: &Paths) -> Result<u8, Error> {
             }
         }
     }
-    state = state::from_tracker(&tracker, false, Clock::now());
-    write_state(paths, &state)?;
+    state::save_tracker(
+        &paths.state_file(),
+        &tracker,
+        false,
+        Clock::now(),
+        &mut None,
+    )
+    .map_err(write_error(paths))?;
     drop(lock);
     Ok(if failures > 0 { 3 } else { 0 })
 }
@@ -247,10 +253,11 @@ fn at_pidfile(paths: &Paths, doing: &str) -> impl FnOnce(std::io::Error) -> Erro
 fn write_state(paths: &Paths, state: &State) -> Result<(), Error> {
     state::save(&paths.state_file(), state, &mut None)
         .map(|_| ())
-        .map_err(Error::io(format!(
-            "writing {}",
-            paths.state_file().display()
-        )))
+        .map_err(write_error(paths))
+}
+
+fn write_error(paths: &Paths) -> impl FnOnce(std::io::Error) -> Error {
+    Error::io(format!("writing {}", paths.state_file().display()))
 }
 
 #[derive(Serialize)]

@@ -80,7 +80,8 @@ pub fn encode(state: &State) -> String {
     })
 }
 
-/// The text `encode(&from_tracker(..))` gives, one entry at a time.
+/// The daemon's state as `encode` would write it, built one entry at a
+/// time from the tracker.
 pub fn encode_tracker(tracker: &Tracker, off: bool, clock: Clock) -> String {
     json::to_string(&StateFileOut {
         version: VERSION,
@@ -347,17 +348,6 @@ pub fn to_tracker(state: &State, clock: Clock, timing: &Timing) -> Tracker {
     tracker
 }
 
-pub fn from_tracker(tracker: &Tracker, off: bool, clock: Clock) -> State {
-    // Collected rather than inserted one by one: collecting builds full
-    // B-tree nodes where sorted inserts leave them half empty.
-    let tabs = tracker
-        .tabs
-        .iter()
-        .map(|(tab_id, record)| (tab_id.clone(), entry_of(record, clock)))
-        .collect();
-    State { off, tabs }
-}
-
 fn entry_of(record: &TabRecord, clock: Clock) -> TabEntry {
     let fight = &record.fight;
     TabEntry {
@@ -382,6 +372,16 @@ mod tests {
     use super::*;
     use crate::files::tests::TempDir;
     use std::os::unix::fs::PermissionsExt;
+
+    /// What the daemon's streamed save holds, as a `State`.
+    fn from_tracker(tracker: &Tracker, off: bool, clock: Clock) -> State {
+        let tabs = tracker
+            .tabs
+            .iter()
+            .map(|(tab_id, record)| (tab_id.clone(), entry_of(record, clock)))
+            .collect();
+        State { off, tabs }
+    }
 
     fn sample() -> State {
         let mut state = State {
