@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use crate::config;
 use crate::fights::Timing;
+use crate::files;
 use crate::herdr::{self, LineBuffer, Message, TabInfo};
 use crate::log::{Log, quote};
 use crate::paths::Paths;
@@ -106,6 +107,15 @@ struct Pending {
     lines: LineBuffer,
     deadline: Instant,
     purpose: Purpose,
+}
+
+/// The panes the status subscription covers, as their number and a
+/// fingerprint of the request that lists them: enough to see that the set
+/// changed, without keeping 3000 ids for the daemon's whole life.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct PaneSet {
+    count: usize,
+    fingerprint: u64,
 }
 
 /// A subscription connection: the request goes out once, then lines come in.
@@ -226,7 +236,7 @@ pub struct EventLoop {
 
     lifecycle: Option<Subscription>,
     status: Option<Subscription>,
-    subscribed_panes: Vec<String>,
+    subscribed_panes: PaneSet,
     connected: bool,
     in_flight: Vec<Pending>,
     queue: VecDeque<Purpose>,
@@ -295,7 +305,7 @@ impl EventLoop {
             last_saved: None,
             lifecycle: None,
             status: None,
-            subscribed_panes: Vec::new(),
+            subscribed_panes: PaneSet::default(),
             connected: false,
             in_flight: Vec::new(),
             queue: VecDeque::new(),
@@ -623,7 +633,7 @@ impl EventLoop {
         let was_connected = self.connected;
         self.lifecycle = None;
         self.status = None;
-        self.subscribed_panes.clear();
+        self.subscribed_panes = PaneSet::default();
         self.in_flight.clear();
         self.queue.clear();
         self.connected = false;
@@ -855,7 +865,7 @@ impl EventLoop {
 
     fn status_lost(&mut self, why: &str, now: Instant) {
         self.status = None;
-        self.subscribed_panes.clear();
+        self.subscribed_panes = PaneSet::default();
         if self.connected && self.resubscribe_deadline.is_none() {
             self.log.line(&format!(
                 "{why}; listing panes again in {} ms",
@@ -984,7 +994,7 @@ impl EventLoop {
                         .in_flight
                         .iter()
                         .any(|p| p.purpose == Purpose::ListPanes);
-                if listed_panes != self.subscribed_panes.len() as u64 && !listing {
+                if listed_panes != self.subscribed_panes.count as u64 && !listing {
                     self.queue.push_back(Purpose::ListPanes);
                 }
                 let tabs: Vec<Tab> = infos.into_iter().map(TabInfo::into_tab).collect();
@@ -1050,8 +1060,14 @@ impl EventLoop {
             }
             (Purpose::ListPanes, Message::Panes(mut panes)) => {
                 panes.sort_unstable();
-                if panes != self.subscribed_panes || self.status.is_none() {
-                    self.subscribe_status(panes, now);
+                let params = herdr::status_subscription(&panes);
+                let set = PaneSet {
+                    count: panes.len(),
+                    fingerprint: files::fingerprint(params.as_bytes()),
+                };
+                drop(panes);
+                if set != self.subscribed_panes || self.status.is_none() {
+                    self.subscribe_status(params, set, now);
                 }
             }
             (Purpose::ListPlugins, Message::Plugins(plugins)) => {
@@ -1139,18 +1155,18 @@ impl EventLoop {
         }
     }
 
-    fn subscribe_status(&mut self, panes: Vec<String>, now: Instant) {
+    fn subscribe_status(&mut self, params: String, set: PaneSet, now: Instant) {
         self.status = None;
-        self.subscribed_panes.clear();
-        if panes.is_empty() {
+        self.subscribed_panes = PaneSet::default();
+        if set.count == 0 {
             return;
         }
-        match Subscription::open(&self.paths.socket, herdr::status_subscription(&panes), now) {
+        match Subscription::open(&self.paths.socket, params, now) {
             Ok(sub) => {
                 self.log
-                    .line(&format!("status subscription for {} panes", panes.len()));
+                    .line(&format!("status subscription for {} panes", set.count));
                 self.status = Some(sub);
-                self.subscribed_panes = panes;
+                self.subscribed_panes = set;
             }
             Err(error) => {
                 self.log

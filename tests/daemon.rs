@@ -225,6 +225,13 @@ fn new_panes_are_subscribed_and_closed_panes_dropped() {
     cb.herdr.set_status(&new_pane, "working");
     cb.expect_label(tab, "🔴 one", 2 * SECOND);
     cb.expect_label(&new_tab, "🟡 two", 2 * SECOND);
+    // Those first reports also raised pane_agent_detected, a lifecycle
+    // event; a later change of a new pane reaches cowbell only through the
+    // status subscription rebuilt for it.
+    cb.herdr.set_status(&late, "working");
+    cb.herdr.set_status(&new_pane, "blocked");
+    cb.expect_label(tab, "🟡 one", 2 * SECOND);
+    cb.expect_label(&new_tab, "🔴 two", 2 * SECOND);
     cb.herdr.close_pane(&late);
     cb.expect_label(tab, "one", 2 * SECOND);
     let subscribes = cb.herdr.requests_of("events.subscribe");
