@@ -196,8 +196,8 @@ fn flush(stream: &mut UnixStream, unwritten: &mut Vec<u8>) -> io::Result<()> {
             Err(error) => return Err(error),
         }
     }
-    // A status subscription of 3000 panes is a 350 KB request; a drained
-    // Vec would keep that capacity for the connection's whole life.
+    // A status subscription of 3000 panes is a request of about 180 KB; a
+    // drained Vec would keep that capacity for the connection's whole life.
     *unwritten = Vec::new();
     Ok(())
 }

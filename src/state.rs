@@ -82,7 +82,7 @@ pub fn encode(state: &State) -> String {
 
 /// The daemon's state as `encode` would write it, built one entry at a
 /// time from the tracker.
-pub fn encode_tracker(tracker: &Tracker, off: bool, clock: Clock) -> String {
+fn encode_tracker(tracker: &Tracker, off: bool, clock: Clock) -> String {
     json::to_string(&StateFileOut {
         version: VERSION,
         off,
