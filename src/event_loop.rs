@@ -1058,13 +1058,17 @@ impl EventLoop {
                     self.rename_done(now);
                 }
             }
-            (Purpose::ListPanes, Message::Panes(mut panes)) => {
-                panes.sort_unstable();
-                let params = herdr::status_subscription(&panes);
+            (Purpose::ListPanes, Message::Panes(panes)) => {
+                // Sorted as &str, which the resync's present tabs also sort:
+                // one sort in the binary rather than two.
+                let mut ids: Vec<&str> = panes.iter().map(String::as_str).collect();
+                ids.sort_unstable();
+                let params = herdr::status_subscription(&ids);
                 let set = PaneSet {
-                    count: panes.len(),
+                    count: ids.len(),
                     fingerprint: files::fingerprint(params.as_bytes()),
                 };
+                drop(ids);
                 drop(panes);
                 if set != self.subscribed_panes || self.status.is_none() {
                     self.subscribe_status(params, set, now);
