@@ -12,12 +12,9 @@ use std::io::{self, Read};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use miniserde::json::{Number, Value};
-
-use crate::log::quote;
-
-use crate::json_check;
+use crate::json_check::{self, Json};
 use crate::labels::{self, Labeler, Status};
+use crate::log::quote;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
@@ -195,22 +192,17 @@ pub fn parse(text: &str, file: &str) -> (Config, Vec<Problem>) {
     // invisible, so it should not be an error either.
     let text = text.strip_prefix('\u{FEFF}').unwrap_or(text);
 
-    let value = match miniserde::json::from_str::<Value>(text) {
-        Ok(value) => value,
-        Err(_) => {
-            let message = match json_check::locate_error(text) {
-                Some(at) => format!(
-                    "{file}: line {}, column {}: {}",
-                    at.line, at.column, at.what
-                ),
-                // miniserde also refuses numbers too large for an f64.
-                None => format!("{file}: not valid JSON"),
-            };
-            problems.push(error(message));
+    let (value, duplicates) = match json_check::parse(text) {
+        Ok(read) => read,
+        Err(at) => {
+            problems.push(error(format!(
+                "{file}: line {}, column {}: {}",
+                at.line, at.column, at.what
+            )));
             return (config, problems);
         }
     };
-    for duplicate in json_check::duplicate_keys(text) {
+    for duplicate in duplicates {
         problems.push(Problem {
             severity: Severity::Warning,
             message: format!(
@@ -219,7 +211,7 @@ pub fn parse(text: &str, file: &str) -> (Config, Vec<Problem>) {
             ),
         });
     }
-    let Value::Object(object) = value else {
+    let Json::Object(object) = value else {
         problems.push(error(format!(
             "{file}: the top level is {}, allowed: an object with the keys {KEYS}",
             describe(&value)
@@ -237,14 +229,14 @@ pub fn parse(text: &str, file: &str) -> (Config, Vec<Problem>) {
         };
         match key.as_str() {
             "preset" => match value {
-                Value::String(name) if labels::preset(name).is_some() => {
+                Json::String(name) if labels::preset(name).is_some() => {
                     config.preset = name.clone();
                 }
                 _ => problems.push(problem(&preset_names())),
             },
             "icons" => parse_icons(value, file, &mut config, &mut problems),
             "separator" => match value {
-                Value::String(separator)
+                Json::String(separator)
                     if !separator.is_empty()
                         && !has_control(separator)
                         && !separator.starts_with(labels::EMOJI_PRESENTATION) =>
@@ -261,14 +253,12 @@ pub fn parse(text: &str, file: &str) -> (Config, Vec<Problem>) {
                 )),
             },
             "spinner" => match value {
-                Value::Bool(spinner) => config.spinner = *spinner,
+                Json::Bool(spinner) => config.spinner = *spinner,
                 _ => problems.push(problem("true or false")),
             },
-            "spinner_interval_ms" => match value {
-                Value::Number(Number::U64(ms))
-                    if (MIN_SPINNER_INTERVAL_MS..=MAX_SPINNER_INTERVAL_MS).contains(ms) =>
-                {
-                    config.spinner_interval_ms = *ms;
+            "spinner_interval_ms" => match whole_number(value) {
+                Some(ms) if (MIN_SPINNER_INTERVAL_MS..=MAX_SPINNER_INTERVAL_MS).contains(&ms) => {
+                    config.spinner_interval_ms = ms;
                 }
                 _ => problems.push(problem(&format!(
                     "a whole number from {MIN_SPINNER_INTERVAL_MS} to \
@@ -276,7 +266,7 @@ pub fn parse(text: &str, file: &str) -> (Config, Vec<Problem>) {
                 ))),
             },
             "include_auto_named" => match value {
-                Value::Bool(include) => config.include_auto_named = *include,
+                Json::Bool(include) => config.include_auto_named = *include,
                 _ => problems.push(problem("true or false")),
             },
             _ => problems.push(Problem {
@@ -291,9 +281,9 @@ pub fn parse(text: &str, file: &str) -> (Config, Vec<Problem>) {
     (config, problems)
 }
 
-fn parse_icons(value: &Value, file: &str, config: &mut Config, problems: &mut Vec<Problem>) {
+fn parse_icons(value: &Json, file: &str, config: &mut Config, problems: &mut Vec<Problem>) {
     let statuses = status_names();
-    let Value::Object(icons) = value else {
+    let Json::Object(icons) = value else {
         problems.push(error(format!(
             "{file}: \"icons\": found {}, allowed: an object from status ({statuses}) to icon",
             describe(value)
@@ -315,7 +305,7 @@ fn parse_icons(value: &Value, file: &str, config: &mut Config, problems: &mut Ve
         };
         match icon {
             // A lone U+FE0F is not an icon strip can recognise.
-            Value::String(icon)
+            Json::String(icon)
                 if !has_control(icon)
                     && (icon.is_empty()
                         || !icon
@@ -349,21 +339,36 @@ fn has_control(text: &str) -> bool {
         .any(|c| c.is_control() || c == '\u{2028}' || c == '\u{2029}')
 }
 
-/// A found value as the message shows it: scalars as written, long strings
-/// cut short so one bad value cannot flood the terminal.
-fn describe(value: &Value) -> String {
-    const MAX_CHARS: usize = 40;
+/// A number written without a sign, a decimal point or an exponent.
+fn whole_number(value: &Json) -> Option<u64> {
     match value {
-        Value::Null => "null".to_string(),
-        Value::Bool(boolean) => boolean.to_string(),
-        Value::Number(number) => number.to_string(),
-        Value::String(string) if string.chars().count() > MAX_CHARS => {
-            let cut: String = string.chars().take(MAX_CHARS).collect();
-            format!("{}...", quote(&cut))
+        Json::Number(literal) if literal.bytes().all(|b| b.is_ascii_digit()) => {
+            literal.parse().ok()
         }
-        Value::String(string) => quote(string),
-        Value::Array(_) => "an array".to_string(),
-        Value::Object(_) => "an object".to_string(),
+        _ => None,
+    }
+}
+
+/// A found value as the message shows it: scalars as written, long ones
+/// cut short so one bad value cannot flood the terminal.
+fn describe(value: &Json) -> String {
+    const MAX_CHARS: usize = 40;
+    let cut = |text: &str| -> Option<String> {
+        (text.chars().count() > MAX_CHARS).then(|| text.chars().take(MAX_CHARS).collect())
+    };
+    match value {
+        Json::Null => "null".to_string(),
+        Json::Bool(boolean) => boolean.to_string(),
+        Json::Number(literal) => match cut(literal) {
+            Some(start) => format!("{start}..."),
+            None => literal.clone(),
+        },
+        Json::String(string) => match cut(string) {
+            Some(start) => format!("{}...", quote(&start)),
+            None => quote(string),
+        },
+        Json::Array => "an array".to_string(),
+        Json::Object(_) => "an object".to_string(),
     }
 }
 
@@ -601,7 +606,7 @@ mod tests {
             ),
             (
                 r#"{"spinner_interval_ms": 5e2}"#,
-                r#"config.json: "spinner_interval_ms": found 500.0, allowed: a whole number from 250 to 60000, without a decimal point or exponent"#,
+                r#"config.json: "spinner_interval_ms": found 5e2, allowed: a whole number from 250 to 60000, without a decimal point or exponent"#,
             ),
             (
                 r#"{"separator": "\ufe0f "}"#,

@@ -1,11 +1,18 @@
-//! Where is a JSON text broken? miniserde only says that it is, so when it
-//! rejects a file a person edits (config.json), this small validator walks
-//! the text again and names the line, the column and what it expected.
+//! config.json's reader. One walk over the text gives either its values,
+//! with the keys written twice, or the line, the column and the nature of
+//! the first error, which a person editing the file needs and miniserde
+//! cannot give: it only says that a text is broken. state.json, which only
+//! cowbell writes, is read by miniserde; when that fails, `locate_error`
+//! says where.
 //!
 //! It accepts exactly RFC 8259 JSON, as miniserde does, including its
 //! refusal of unpaired UTF-16 surrogates in `\u` escapes and of numbers
 //! too large for an f64. Nesting is capped so that a hostile file cannot
-//! overflow the stack of this recursive walk.
+//! overflow the stack of this recursive walk. It is its own reader rather
+//! than a second walk after miniserde's `Value`, whose map of values and
+//! float formatting cost 4 KiB of binary for six settings.
+
+use crate::log::quote;
 
 /// The first error in a JSON text. `line` and `column` count from 1, and
 /// the column counts characters, not bytes, as editors do.
@@ -16,47 +23,62 @@ pub struct JsonError {
     pub what: String,
 }
 
+/// A JSON value as the config needs it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Json {
+    Null,
+    Bool(bool),
+    /// As written: a setting wants a whole number, and a message shows the
+    /// number the way the user wrote it.
+    Number(String),
+    String(String),
+    /// Its elements are checked, not kept: no setting is an array.
+    Array,
+    /// In the file's order. A key written twice keeps its first place and
+    /// its last value, as miniserde would read it.
+    Object(Vec<(String, Json)>),
+}
+
 /// Deeper nesting is reported as an error rather than walked.
 pub const MAX_DEPTH: usize = 128;
 
-/// `None` when `text` is one valid JSON value surrounded by whitespace.
-pub fn locate_error(text: &str) -> Option<JsonError> {
-    let mut checker = Checker::new(text);
-    checker.skip_whitespace();
-    let (pos, what) = match checker.value(0) {
-        Err(failure) => failure,
-        Ok(()) => {
-            checker.skip_whitespace();
-            checker.peek()?;
-            (
-                checker.pos,
+/// The value of a JSON text, and a warning for each key written twice in
+/// one object (at its second place: the first one does nothing, and a
+/// person editing config.json should hear that); or the first error.
+pub fn parse(text: &str) -> Result<(Json, Vec<JsonError>), JsonError> {
+    let mut reader = Reader::new(text);
+    reader.skip_whitespace();
+    let value = reader.value(0).and_then(|value| {
+        reader.skip_whitespace();
+        match reader.peek() {
+            None => Ok(value),
+            Some(_) => Err((
+                reader.pos,
                 "unexpected characters after the JSON value".to_string(),
-            )
+            )),
         }
-    };
-    let (line, column) = line_and_column(text, pos);
-    Some(JsonError { line, column, what })
+    });
+    match value {
+        Ok(value) => Ok((
+            value,
+            reader
+                .duplicates
+                .into_iter()
+                .map(|failure| at(text, failure))
+                .collect(),
+        )),
+        Err(failure) => Err(at(text, failure)),
+    }
 }
 
-/// Keys written twice in one object, each at its second place. miniserde
-/// keeps the last value without a word, and a person editing config.json
-/// should hear that the first one does nothing.
-pub fn duplicate_keys(text: &str) -> Vec<JsonError> {
-    let mut checker = Checker::new(text);
-    checker.skip_whitespace();
-    let _ = checker.value(0);
-    checker
-        .duplicates
-        .into_iter()
-        .map(|(pos, key)| {
-            let (line, column) = line_and_column(text, pos);
-            JsonError {
-                line,
-                column,
-                what: format!("the key {key} appears again; only the last one counts"),
-            }
-        })
-        .collect()
+/// `None` when `text` is one valid JSON value surrounded by whitespace.
+pub fn locate_error(text: &str) -> Option<JsonError> {
+    parse(text).err()
+}
+
+fn at(text: &str, (pos, what): Failure) -> JsonError {
+    let (line, column) = line_and_column(text, pos);
+    JsonError { line, column, what }
 }
 
 /// Whether a valid number literal is at least 1e309, beyond an f64, which
@@ -91,17 +113,17 @@ fn too_large(literal: &str) -> bool {
 /// A byte offset into the text and what went wrong there.
 type Failure = (usize, String);
 
-struct Checker<'a> {
+struct Reader<'a> {
     text: &'a str,
     bytes: &'a [u8],
     pos: usize,
-    /// Repeated keys (as written, quotes included), where they repeat.
+    /// Where a key repeats, and the message that says so.
     duplicates: Vec<Failure>,
 }
 
-impl<'a> Checker<'a> {
-    fn new(text: &'a str) -> Checker<'a> {
-        Checker {
+impl<'a> Reader<'a> {
+    fn new(text: &'a str) -> Reader<'a> {
+        Reader {
             text,
             bytes: text.as_bytes(),
             pos: 0,
@@ -135,15 +157,15 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn value(&mut self, depth: usize) -> Result<(), Failure> {
+    fn value(&mut self, depth: usize) -> Result<Json, Failure> {
         match self.peek() {
             Some(b'{') => self.object(depth + 1),
             Some(b'[') => self.array(depth + 1),
-            Some(b'"') => self.string(),
+            Some(b'"') => self.string().map(Json::String),
             Some(b'-' | b'0'..=b'9') => self.number(),
-            Some(b't') => self.literal("true"),
-            Some(b'f') => self.literal("false"),
-            Some(b'n') => self.literal("null"),
+            Some(b't') => self.literal("true").map(|()| Json::Bool(true)),
+            Some(b'f') => self.literal("false").map(|()| Json::Bool(false)),
+            Some(b'n') => self.literal("null").map(|()| Json::Null),
             _ => Err(self.expected("a value")),
         }
     }
@@ -155,26 +177,30 @@ impl<'a> Checker<'a> {
         Ok(())
     }
 
-    fn object(&mut self, depth: usize) -> Result<(), Failure> {
+    fn object(&mut self, depth: usize) -> Result<Json, Failure> {
         self.enter(depth)?;
         self.pos += 1;
         self.skip_whitespace();
+        let mut entries: Vec<(String, Json)> = Vec::new();
         if self.peek() == Some(b'}') {
             self.pos += 1;
-            return Ok(());
+            return Ok(Json::Object(entries));
         }
-        let mut keys: Vec<&str> = Vec::new();
         loop {
             if self.peek() != Some(b'"') {
                 return Err(self.expected("a string key in double quotes"));
             }
             let start = self.pos;
-            self.string()?;
-            let key = &self.text[start..self.pos];
-            if keys.contains(&key) {
-                self.duplicates.push((start, key.to_string()));
-            } else {
-                keys.push(key);
+            let key = self.string()?;
+            let earlier = entries.iter().position(|(seen, _)| *seen == key);
+            if earlier.is_some() {
+                self.duplicates.push((
+                    start,
+                    format!(
+                        "the key {} appears again; only the last one counts",
+                        quote(&key)
+                    ),
+                ));
             }
             self.skip_whitespace();
             if self.peek() != Some(b':') {
@@ -182,7 +208,11 @@ impl<'a> Checker<'a> {
             }
             self.pos += 1;
             self.skip_whitespace();
-            self.value(depth)?;
+            let value = self.value(depth)?;
+            match earlier {
+                Some(index) => entries[index].1 = value,
+                None => entries.push((key, value)),
+            }
             self.skip_whitespace();
             match self.peek() {
                 Some(b',') => {
@@ -194,20 +224,20 @@ impl<'a> Checker<'a> {
                 }
                 Some(b'}') => {
                     self.pos += 1;
-                    return Ok(());
+                    return Ok(Json::Object(entries));
                 }
                 _ => return Err(self.expected("',' or '}'")),
             }
         }
     }
 
-    fn array(&mut self, depth: usize) -> Result<(), Failure> {
+    fn array(&mut self, depth: usize) -> Result<Json, Failure> {
         self.enter(depth)?;
         self.pos += 1;
         self.skip_whitespace();
         if self.peek() == Some(b']') {
             self.pos += 1;
-            return Ok(());
+            return Ok(Json::Array);
         }
         loop {
             self.value(depth)?;
@@ -222,16 +252,20 @@ impl<'a> Checker<'a> {
                 }
                 Some(b']') => {
                     self.pos += 1;
-                    return Ok(());
+                    return Ok(Json::Array);
                 }
                 _ => return Err(self.expected("',' or ']'")),
             }
         }
     }
 
-    fn string(&mut self) -> Result<(), Failure> {
+    /// The string that starts at the opening quote, escapes decoded.
+    fn string(&mut self) -> Result<String, Failure> {
         let start = self.pos;
         self.pos += 1;
+        let mut string = String::new();
+        // The bytes since the last escape, copied in one piece.
+        let mut run = self.pos;
         loop {
             match self.peek() {
                 None => {
@@ -241,10 +275,15 @@ impl<'a> Checker<'a> {
                     ));
                 }
                 Some(b'"') => {
+                    string.push_str(&self.text[run..self.pos]);
                     self.pos += 1;
-                    return Ok(());
+                    return Ok(string);
                 }
-                Some(b'\\') => self.escape()?,
+                Some(b'\\') => {
+                    string.push_str(&self.text[run..self.pos]);
+                    string.push(self.escape()?);
+                    run = self.pos;
+                }
                 Some(byte) if byte < 0x20 => {
                     let what = if byte == b'\n' {
                         "string not closed before the end of the line".to_string()
@@ -261,52 +300,59 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn escape(&mut self) -> Result<(), Failure> {
+    /// The character an escape stands for; `pos` is at its backslash.
+    fn escape(&mut self) -> Result<char, Failure> {
         let start = self.pos;
         self.pos += 1;
-        match self.peek() {
-            Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => {
-                self.pos += 1;
-                Ok(())
-            }
+        let simple = match self.peek() {
+            Some(b'"') => '"',
+            Some(b'\\') => '\\',
+            Some(b'/') => '/',
+            Some(b'b') => '\u{8}',
+            Some(b'f') => '\u{c}',
+            Some(b'n') => '\n',
+            Some(b'r') => '\r',
+            Some(b't') => '\t',
             Some(b'u') => {
                 self.pos += 1;
-                let unit = self.hex4(start)?;
-                match unit {
-                    0xDC00..=0xDFFF => Err((
-                        start,
-                        "\\u escape is a low surrogate without a high one before it".to_string(),
-                    )),
-                    0xD800..=0xDBFF => {
-                        let second = self.pos;
-                        if self.bytes.get(second..second + 2) != Some(b"\\u") {
-                            return Err((
-                                start,
-                                "\\u escape is a high surrogate without a low one after it"
-                                    .to_string(),
-                            ));
-                        }
-                        self.pos += 2;
-                        match self.hex4(second)? {
-                            0xDC00..=0xDFFF => Ok(()),
-                            _ => Err((
-                                start,
-                                "\\u escape is a high surrogate without a low one after it"
-                                    .to_string(),
-                            )),
-                        }
-                    }
-                    _ => Ok(()),
+                return self.unicode_escape(start);
+            }
+            _ => {
+                return Err((
+                    start,
+                    format!(
+                        "invalid escape: allowed are \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX, {}",
+                        self.found(self.pos)
+                    ),
+                ));
+            }
+        };
+        self.pos += 1;
+        Ok(simple)
+    }
+
+    /// A `\uXXXX` escape that starts at `start`, or two for a character
+    /// beyond the BMP; `pos` is after the `u`.
+    fn unicode_escape(&mut self, start: usize) -> Result<char, Failure> {
+        let lone = |what: &str| (start, format!("\\u escape is a {what}"));
+        let unit = self.hex4(start)?;
+        let scalar = match unit {
+            0xDC00..=0xDFFF => return Err(lone("low surrogate without a high one before it")),
+            0xD800..=0xDBFF => {
+                let second = self.pos;
+                if self.bytes.get(second..second + 2) != Some(b"\\u") {
+                    return Err(lone("high surrogate without a low one after it"));
+                }
+                self.pos += 2;
+                match self.hex4(second)? {
+                    low @ 0xDC00..=0xDFFF => 0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00),
+                    _ => return Err(lone("high surrogate without a low one after it")),
                 }
             }
-            _ => Err((
-                start,
-                format!(
-                    "invalid escape: allowed are \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX, {}",
-                    self.found(self.pos)
-                ),
-            )),
-        }
+            _ => unit,
+        };
+        // Surrogates were paired or refused above, so this is a character.
+        Ok(char::from_u32(scalar).unwrap_or(char::REPLACEMENT_CHARACTER))
     }
 
     /// The four hex digits of a `\u` escape that starts at `start`.
@@ -327,7 +373,7 @@ impl<'a> Checker<'a> {
         Ok(unit)
     }
 
-    fn number(&mut self) -> Result<(), Failure> {
+    fn number(&mut self) -> Result<Json, Failure> {
         let start = self.pos;
         if self.peek() == Some(b'-') {
             self.pos += 1;
@@ -359,10 +405,11 @@ impl<'a> Checker<'a> {
             }
             self.digits();
         }
-        if too_large(&self.text[start..self.pos]) {
+        let literal = &self.text[start..self.pos];
+        if too_large(literal) {
             return Err((start, "number too large".to_string()));
         }
-        Ok(())
+        Ok(Json::Number(literal.to_string()))
     }
 
     fn digits(&mut self) {
@@ -433,6 +480,89 @@ mod tests {
             assert_eq!(locate_error(text), None, "{text:?}");
             assert!(miniserde::json::from_str::<miniserde::json::Value>(text).is_ok());
         }
+    }
+
+    fn read(text: &str) -> (Json, Vec<JsonError>) {
+        parse(text).unwrap_or_else(|error| panic!("{text:?}: {error:?}"))
+    }
+
+    fn string(text: &str) -> Json {
+        Json::String(text.to_string())
+    }
+
+    #[test]
+    fn values_are_read_in_the_files_order() {
+        let text =
+            r#"{"z": null, "a": [1, {"b": 2}], "m": {"x": true, "y": false}, "n": -12.5e+3}"#;
+        let object = Json::Object(vec![
+            ("z".into(), Json::Null),
+            ("a".into(), Json::Array),
+            (
+                "m".into(),
+                Json::Object(vec![
+                    ("x".into(), Json::Bool(true)),
+                    ("y".into(), Json::Bool(false)),
+                ]),
+            ),
+            ("n".into(), Json::Number("-12.5e+3".into())),
+        ]);
+        assert_eq!(read(text), (object, Vec::new()));
+        assert_eq!(read(" 0 ").0, Json::Number("0".into()));
+        assert_eq!(read("{}").0, Json::Object(Vec::new()));
+    }
+
+    #[test]
+    fn strings_are_decoded_as_miniserde_decodes_them() {
+        let texts = [
+            r#""""#,
+            r#""plain 🔴 text""#,
+            r#""a \" \\ \/ \b \f \n \r \t end""#,
+            r#""\u00e9\u0041\u20AC\uD83D\uDD34\u0000""#,
+            r#""\ud83d\udd35 mixed \"quotes\" and é""#,
+        ];
+        for text in texts {
+            let Ok(miniserde::json::Value::String(expected)) = miniserde::json::from_str(text)
+            else {
+                panic!("miniserde cannot read {text:?}");
+            };
+            assert_eq!(read(text).0, string(&expected), "{text:?}");
+        }
+        assert_eq!(read(r#""\uD83D\uDD34""#).0, string("🔴"));
+    }
+
+    #[test]
+    fn a_key_written_twice_keeps_its_place_and_its_last_value() {
+        let (value, duplicates) = read("{\"a\": 1, \"b\": 2,\n \"\\u0061\": {\"c\": 3, \"c\": 4}}");
+        assert_eq!(
+            value,
+            Json::Object(vec![
+                (
+                    "a".into(),
+                    Json::Object(vec![("c".into(), Json::Number("4".into()))])
+                ),
+                ("b".into(), Json::Number("2".into())),
+            ])
+        );
+        // In the file's order: the outer key is met before the inner one.
+        let places: Vec<_> = duplicates
+            .iter()
+            .map(|d| (d.line, d.column, d.what.as_str()))
+            .collect();
+        assert_eq!(
+            places,
+            [
+                (
+                    2,
+                    2,
+                    "the key \"a\" appears again; only the last one counts"
+                ),
+                (
+                    2,
+                    21,
+                    "the key \"c\" appears again; only the last one counts"
+                ),
+            ]
+        );
     }
 
     #[test]
