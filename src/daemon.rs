@@ -58,15 +58,24 @@ fn open_pidfile(paths: &Paths) -> io::Result<File> {
 }
 
 pub fn try_lock(paths: &Paths) -> io::Result<Holder> {
-    let mut file = open_pidfile(paths)?;
+    let file = open_pidfile(paths)?;
     if sys::try_lock_exclusive(file.as_fd())? {
         // Clear a stale pid at once, so nobody reads it while we hold the lock.
         file.set_len(0)?;
         return Ok(Holder::Free(Lock { file }));
     }
-    let mut text = String::new();
-    file.read_to_string(&mut text)?;
-    Ok(Holder::Daemon(text.trim().parse().ok()))
+    Ok(Holder::Daemon(read_pid(&file)?))
+}
+
+/// The pid a daemon wrote into its pidfile; `None` while it has not yet
+/// written it. A pid is a few digits, so a small read suffices, and a
+/// pidfile that something else filled is not read whole.
+fn read_pid(mut file: &File) -> io::Result<Option<u32>> {
+    let mut buffer = [0u8; 32];
+    let length = file.read(&mut buffer)?;
+    Ok(std::str::from_utf8(&buffer[..length])
+        .ok()
+        .and_then(|text| text.trim().parse().ok()))
 }
 
 /// Waits until the lock can be taken, up to `wait`.
@@ -169,9 +178,7 @@ pub fn probe(paths: &Paths) -> io::Result<Option<Option<u32>>> {
         Err(error) => return Err(error),
     };
     if sys::is_locked(file.as_fd())? {
-        let mut text = String::new();
-        (&file).read_to_string(&mut text)?;
-        return Ok(Some(text.trim().parse().ok()));
+        return Ok(Some(read_pid(&file)?));
     }
     Ok(None)
 }
@@ -243,4 +250,28 @@ fn run(paths: &Paths, mut lock: Lock, foreground: bool) -> u8 {
     let code = EventLoop::new(paths.clone(), log, signals, durations).run();
     drop(lock);
     code
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::files::tests::TempDir;
+
+    fn pid_in(text: &[u8]) -> Option<u32> {
+        let dir = TempDir::new("pidfile");
+        let path = dir.0.join("daemon.pid");
+        std::fs::write(&path, text).unwrap();
+        read_pid(&File::open(&path).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn a_pidfile_gives_its_pid_or_none() {
+        assert_eq!(pid_in(b"4242\n"), Some(4242));
+        assert_eq!(pid_in(b"4242"), Some(4242));
+        assert_eq!(pid_in(b""), None, "the daemon has not written it yet");
+        assert_eq!(pid_in(b"not a pid"), None);
+        assert_eq!(pid_in(b"\xff\xfe"), None);
+        // Only the start is read: a pidfile filled with digits is no pid.
+        assert_eq!(pid_in(&[b'7'; 100_000]), None);
+    }
 }
