@@ -42,23 +42,17 @@ pub enum Json {
 /// Deeper nesting is reported as an error rather than walked.
 pub const MAX_DEPTH: usize = 128;
 
+/// More keys in one object of a config are an error: a config has a
+/// handful, and each key is compared with those before it, so a file of
+/// 100,000 keys would take seconds.
+pub const MAX_KEYS: usize = 256;
+
 /// The value of a JSON text, and a warning for each key written twice in
 /// one object (at its second place: the first one does nothing, and a
 /// person editing config.json should hear that); or the first error.
 pub fn parse(text: &str) -> Result<(Json, Vec<JsonError>), JsonError> {
-    let mut reader = Reader::new(text);
-    reader.skip_whitespace();
-    let value = reader.value(0).and_then(|value| {
-        reader.skip_whitespace();
-        match reader.peek() {
-            None => Ok(value),
-            Some(_) => Err((
-                reader.pos,
-                "unexpected characters after the JSON value".to_string(),
-            )),
-        }
-    });
-    match value {
+    let mut reader = Reader::new(text, true);
+    match reader.document() {
         Ok(value) => Ok((
             value,
             reader
@@ -73,7 +67,8 @@ pub fn parse(text: &str) -> Result<(Json, Vec<JsonError>), JsonError> {
 
 /// `None` when `text` is one valid JSON value surrounded by whitespace.
 pub fn locate_error(text: &str) -> Option<JsonError> {
-    parse(text).err()
+    let mut reader = Reader::new(text, false);
+    reader.document().err().map(|failure| at(text, failure))
 }
 
 fn at(text: &str, (pos, what): Failure) -> JsonError {
@@ -117,17 +112,36 @@ struct Reader<'a> {
     text: &'a str,
     bytes: &'a [u8],
     pos: usize,
+    /// Whether objects keep their entries and have their keys judged
+    /// (repeats, `MAX_KEYS`). Locating an error in state.json, whose tabs
+    /// object has a key per tab, needs neither.
+    keep: bool,
     /// Where a key repeats, and the message that says so.
     duplicates: Vec<Failure>,
 }
 
 impl<'a> Reader<'a> {
-    fn new(text: &'a str) -> Reader<'a> {
+    fn new(text: &'a str, keep: bool) -> Reader<'a> {
         Reader {
             text,
             bytes: text.as_bytes(),
             pos: 0,
+            keep,
             duplicates: Vec::new(),
+        }
+    }
+
+    /// The whole text: one value, surrounded by whitespace only.
+    fn document(&mut self) -> Result<Json, Failure> {
+        self.skip_whitespace();
+        let value = self.value(0)?;
+        self.skip_whitespace();
+        match self.peek() {
+            None => Ok(value),
+            Some(_) => Err((
+                self.pos,
+                "unexpected characters after the JSON value".to_string(),
+            )),
         }
     }
 
@@ -186,13 +200,21 @@ impl<'a> Reader<'a> {
             self.pos += 1;
             return Ok(Json::Object(entries));
         }
+        let mut keys = 0;
         loop {
             if self.peek() != Some(b'"') {
                 return Err(self.expected("a string key in double quotes"));
             }
             let start = self.pos;
             let key = self.string()?;
-            let earlier = entries.iter().position(|(seen, _)| *seen == key);
+            keys += 1;
+            if self.keep && keys > MAX_KEYS {
+                return Err((start, format!("more than {MAX_KEYS} keys in one object")));
+            }
+            let earlier = match self.keep {
+                true => entries.iter().position(|(seen, _)| *seen == key),
+                false => None,
+            };
             if earlier.is_some() {
                 self.duplicates.push((
                     start,
@@ -211,7 +233,8 @@ impl<'a> Reader<'a> {
             let value = self.value(depth)?;
             match earlier {
                 Some(index) => entries[index].1 = value,
-                None => entries.push((key, value)),
+                None if self.keep => entries.push((key, value)),
+                None => {}
             }
             self.skip_whitespace();
             match self.peek() {
@@ -562,6 +585,33 @@ mod tests {
                     "the key \"c\" appears again; only the last one counts"
                 ),
             ]
+        );
+    }
+
+    #[test]
+    fn keys_are_capped_when_read_but_not_when_an_error_is_located() {
+        let object = |keys: usize| {
+            let entries: Vec<String> = (0..keys).map(|n| format!("\"k{n}\": {n}")).collect();
+            format!("{{{}}}", entries.join(", "))
+        };
+        let Json::Object(entries) = read(&object(MAX_KEYS)).0 else {
+            panic!("not an object");
+        };
+        assert_eq!(entries.len(), MAX_KEYS);
+        let many = object(MAX_KEYS + 1);
+        let error = parse(&many).unwrap_err();
+        assert_eq!(
+            error.what,
+            format!("more than {MAX_KEYS} keys in one object")
+        );
+        let last = many.find(&format!("\"k{MAX_KEYS}\"")).unwrap();
+        assert_eq!((error.line, error.column), (1, last + 1));
+        // state.json has a key per tab: a valid one locates no error.
+        assert_eq!(locate_error(&object(5000)), None);
+        let broken = object(5000) + "x";
+        assert_eq!(
+            locate_error(&broken).map(|error| error.what),
+            Some("unexpected characters after the JSON value".to_string())
         );
     }
 
