@@ -475,6 +475,7 @@ fn line_and_column(text: &str, pos: usize) -> (usize, usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::labels::tests::Rng;
 
     fn error(text: &str) -> (usize, usize, String) {
         let error = locate_error(text).unwrap_or_else(|| panic!("{text:?} should be invalid"));
@@ -612,6 +613,154 @@ mod tests {
         assert_eq!(
             locate_error(&broken).map(|error| error.what),
             Some("unexpected characters after the JSON value".to_string())
+        );
+    }
+
+    /// A random JSON text: a value of small depth whose strings, keys and
+    /// numbers come from pieces that exercise escapes, surrogates and
+    /// number forms.
+    fn random_value(rng: &mut Rng, depth: usize, text: &mut String) {
+        const STRINGS: &[&str] = &[
+            "",
+            "a",
+            "spinner",
+            "🔴",
+            "é",
+            "\\\"",
+            "\\\\",
+            "\\/",
+            "\\n",
+            "\\t",
+            "\\b",
+            "\\u0041",
+            "\\u00e9",
+            "\\uD83D\\uDD34",
+            "\\u20ac",
+            "\\u0000",
+            " ",
+            "x y",
+        ];
+        const NUMBERS: &[&str] = &[
+            "0",
+            "-0",
+            "7",
+            "500",
+            "-12",
+            "1.5",
+            "0.25",
+            "1e3",
+            "2E-2",
+            "-3.5e+2",
+            "18446744073709551615",
+            "18446744073709551616",
+            "1e300",
+            "-1e-300",
+        ];
+        let kind = if depth >= 4 {
+            2 + rng.below(4)
+        } else {
+            rng.below(6)
+        };
+        match kind {
+            0 | 1 => {
+                let (open, close) = if kind == 0 { ('{', '}') } else { ('[', ']') };
+                text.push(open);
+                for n in 0..rng.below(4) {
+                    if n > 0 {
+                        text.push(',');
+                    }
+                    if kind == 0 {
+                        text.push('"');
+                        for _ in 0..rng.below(3) {
+                            text.push_str(rng.pick(STRINGS));
+                        }
+                        text.push_str("\":");
+                    }
+                    random_value(rng, depth + 1, text);
+                }
+                text.push(close);
+            }
+            2 => {
+                text.push('"');
+                for _ in 0..rng.below(4) {
+                    text.push_str(rng.pick(STRINGS));
+                }
+                text.push('"');
+            }
+            3 => text.push_str(rng.pick(NUMBERS)),
+            _ => text.push_str(rng.pick(&["true", "false", "null"])),
+        }
+    }
+
+    /// Whether our value is the one miniserde read: strings exact, numbers
+    /// equal as f64 (to the last digit), objects as maps (miniserde sorts them), arrays only as
+    /// arrays (their elements are not kept).
+    fn same(ours: &Json, theirs: &miniserde::json::Value) -> bool {
+        use miniserde::json::{Number, Value};
+        match (ours, theirs) {
+            (Json::Null, Value::Null) => true,
+            (Json::Bool(a), Value::Bool(b)) => a == b,
+            (Json::String(a), Value::String(b)) => a == b,
+            (Json::Number(literal), Value::Number(number)) => {
+                let theirs = match number {
+                    Number::U64(n) => *n as f64,
+                    Number::I64(n) => *n as f64,
+                    Number::F64(n) => *n,
+                };
+                // miniserde's float parsing can be off in the last digit.
+                literal.parse::<f64>().is_ok_and(|ours| {
+                    ours == theirs || (ours - theirs).abs() <= 1e-12 * ours.abs().max(theirs.abs())
+                })
+            }
+            (Json::Array, Value::Array(_)) => true,
+            (Json::Object(entries), Value::Object(map)) => {
+                entries.len() == map.len()
+                    && entries
+                        .iter()
+                        .all(|(key, value)| map.get(key).is_some_and(|v| same(value, v)))
+            }
+            _ => false,
+        }
+    }
+
+    #[test]
+    fn reads_random_texts_as_miniserde_does() {
+        const BREAKERS: &[char] = &[
+            '"', '\\', '{', '}', '[', ']', ',', ':', ' ', '\n', 'e', '-', '.', '0', '7', 'u', 'D',
+            'x',
+        ];
+        let mut rng = Rng(0x5EED_0FC0_FFEE);
+        let (mut valid, mut invalid) = (0, 0);
+        for _ in 0..100_000 {
+            let mut text = String::new();
+            random_value(&mut rng, 0, &mut text);
+            // Half the texts get one character deleted, inserted or replaced.
+            if rng.below(2) == 0 {
+                let mut chars: Vec<char> = text.chars().collect();
+                let at = rng.below(chars.len() + 1);
+                let breaker = BREAKERS[rng.below(BREAKERS.len())];
+                match rng.below(3) {
+                    0 if at < chars.len() => drop(chars.remove(at)),
+                    1 if at < chars.len() => chars[at] = breaker,
+                    _ => chars.insert(at, breaker),
+                }
+                text = chars.into_iter().collect();
+            }
+            let theirs = miniserde::json::from_str::<miniserde::json::Value>(&text);
+            match (parse(&text), &theirs) {
+                (Ok((ours, _)), Ok(theirs)) => {
+                    assert!(same(&ours, theirs), "{text:?}: {ours:?} vs {theirs:?}");
+                    valid += 1;
+                }
+                (Err(_), Err(_)) => invalid += 1,
+                (ours, _) => panic!("{text:?}: we say {ours:?}, miniserde {}", theirs.is_ok()),
+            }
+            assert_eq!(locate_error(&text).is_none(), theirs.is_ok(), "{text:?}");
+        }
+        // Both kinds were tried often enough to mean something.
+        assert!(
+            valid > 25_000 && invalid > 25_000,
+            "{valid} valid, {invalid} invalid"
         );
     }
 

@@ -281,7 +281,7 @@ pub fn presets_sample() -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub mod tests {
     use super::*;
 
     fn default_labeler() -> Labeler {
@@ -500,21 +500,21 @@ mod tests {
     }
 
     /// xorshift64*: deterministic, so a failure reproduces.
-    struct Rng(u64);
+    pub struct Rng(pub u64);
 
     impl Rng {
-        fn next(&mut self) -> u64 {
+        pub fn next(&mut self) -> u64 {
             self.0 ^= self.0 >> 12;
             self.0 ^= self.0 << 25;
             self.0 ^= self.0 >> 27;
             self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
         }
 
-        fn below(&mut self, n: usize) -> usize {
+        pub fn below(&mut self, n: usize) -> usize {
             (self.next() % n as u64) as usize
         }
 
-        fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
+        pub fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
             items[self.below(items.len())]
         }
     }
