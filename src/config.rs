@@ -593,6 +593,10 @@ mod tests {
                 r#"config.json: "spinner_interval_ms": found 500.5, allowed: a whole number from 250 to 60000, without a decimal point or exponent"#,
             ),
             (
+                r#"{"spinner_interval_ms": 0.00000000000000000000000000000000000000000000000001}"#,
+                r#"config.json: "spinner_interval_ms": found 0.00000000000000000000000000000000000000..., allowed: a whole number from 250 to 60000, without a decimal point or exponent"#,
+            ),
+            (
                 r#"{"spinner_interval_ms": "500"}"#,
                 r#"config.json: "spinner_interval_ms": found "500", allowed: a whole number from 250 to 60000, without a decimal point or exponent"#,
             ),

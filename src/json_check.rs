@@ -47,22 +47,30 @@ pub const MAX_DEPTH: usize = 128;
 /// 100,000 keys would take seconds.
 pub const MAX_KEYS: usize = 256;
 
+/// Repeated keys named one by one; finding each one's line costs a walk
+/// from the start of the file, and a long list helps nobody.
+pub const MAX_REPEATS_SHOWN: usize = 20;
+
 /// The value of a JSON text, and a warning for each key written twice in
 /// one object (at its second place: the first one does nothing, and a
 /// person editing config.json should hear that); or the first error.
 pub fn parse(text: &str) -> Result<(Json, Vec<JsonError>), JsonError> {
     let mut reader = Reader::new(text, true);
-    match reader.document() {
-        Ok(value) => Ok((
-            value,
-            reader
-                .duplicates
-                .into_iter()
-                .map(|failure| at(text, failure))
-                .collect(),
-        )),
-        Err(failure) => Err(at(text, failure)),
+    let value = reader.document().map_err(|failure| at(text, failure))?;
+    let mut repeats: Vec<JsonError> = reader
+        .duplicates
+        .into_iter()
+        .map(|failure| at(text, failure))
+        .collect();
+    if let Some(last) = repeats.last_mut()
+        && reader.more_duplicates > 0
+    {
+        last.what.push_str(&format!(
+            "; {} more keys after it appear again, not listed",
+            reader.more_duplicates
+        ));
     }
+    Ok((value, repeats))
 }
 
 /// `None` when `text` is one valid JSON value surrounded by whitespace.
@@ -86,12 +94,18 @@ fn too_large(literal: &str) -> bool {
         Some(at) => (&unsigned[..at], &unsigned[at + 1..]),
         None => (unsigned, ""),
     };
-    let integer_digits = mantissa
-        .split('.')
-        .next()
-        .unwrap_or("")
-        .trim_start_matches('0')
-        .len() as i64;
+    // The power of ten of the first significant digit: 2 for 123.4,
+    // -3 for 0.00123. A mantissa of zeros is zero, never too large.
+    let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let whole = whole.trim_start_matches('0');
+    let magnitude = if !whole.is_empty() {
+        whole.len() as i64 - 1
+    } else {
+        match fraction.find(|c| c != '0') {
+            Some(zeros) => -(zeros as i64) - 1,
+            None => return false,
+        }
+    };
     let (negative, digits) = match exponent.strip_prefix('-') {
         Some(digits) => (true, digits),
         None => (false, exponent.trim_start_matches('+')),
@@ -102,7 +116,7 @@ fn too_large(literal: &str) -> bool {
             .saturating_add(i64::from(digit - b'0'))
     });
     let exponent = if negative { -exponent } else { exponent };
-    integer_digits.saturating_sub(1).saturating_add(exponent) > 308
+    magnitude.saturating_add(exponent) > 308
 }
 
 /// A byte offset into the text and what went wrong there.
@@ -116,8 +130,10 @@ struct Reader<'a> {
     /// (repeats, `MAX_KEYS`). Locating an error in state.json, whose tabs
     /// object has a key per tab, needs neither.
     keep: bool,
-    /// Where a key repeats, and the message that says so.
+    /// Where a key repeats, and the message that says so: the first
+    /// `MAX_REPEATS_SHOWN`, then a count of the others.
     duplicates: Vec<Failure>,
+    more_duplicates: usize,
 }
 
 impl<'a> Reader<'a> {
@@ -128,6 +144,19 @@ impl<'a> Reader<'a> {
             pos: 0,
             keep,
             duplicates: Vec::new(),
+            more_duplicates: 0,
+        }
+    }
+
+    fn repeated(&mut self, start: usize, key: &str) {
+        if self.duplicates.len() < MAX_REPEATS_SHOWN {
+            let what = format!(
+                "the key {} appears again; only the last one counts",
+                quote(key)
+            );
+            self.duplicates.push((start, what));
+        } else {
+            self.more_duplicates += 1;
         }
     }
 
@@ -216,13 +245,7 @@ impl<'a> Reader<'a> {
                 false => None,
             };
             if earlier.is_some() {
-                self.duplicates.push((
-                    start,
-                    format!(
-                        "the key {} appears again; only the last one counts",
-                        quote(&key)
-                    ),
-                ));
+                self.repeated(start, &key);
             }
             self.skip_whitespace();
             if self.peek() != Some(b':') {
@@ -255,12 +278,21 @@ impl<'a> Reader<'a> {
     }
 
     fn array(&mut self, depth: usize) -> Result<Json, Failure> {
+        // The elements are checked, not kept (no setting is an array), so
+        // objects in them need neither their entries nor judged keys.
+        let keep = std::mem::replace(&mut self.keep, false);
+        let elements = self.elements(depth);
+        self.keep = keep;
+        elements.map(|()| Json::Array)
+    }
+
+    fn elements(&mut self, depth: usize) -> Result<(), Failure> {
         self.enter(depth)?;
         self.pos += 1;
         self.skip_whitespace();
         if self.peek() == Some(b']') {
             self.pos += 1;
-            return Ok(Json::Array);
+            return Ok(());
         }
         loop {
             self.value(depth)?;
@@ -275,7 +307,7 @@ impl<'a> Reader<'a> {
                 }
                 Some(b']') => {
                     self.pos += 1;
-                    return Ok(Json::Array);
+                    return Ok(());
                 }
                 _ => return Err(self.expected("',' or ']'")),
             }
@@ -655,6 +687,8 @@ mod tests {
             "18446744073709551616",
             "1e300",
             "-1e-300",
+            "0e400",
+            "0.01e300",
         ];
         let kind = if depth >= 4 {
             2 + rng.below(4)
@@ -693,8 +727,8 @@ mod tests {
     }
 
     /// Whether our value is the one miniserde read: strings exact, numbers
-    /// equal as f64 (to the last digit), objects as maps (miniserde sorts them), arrays only as
-    /// arrays (their elements are not kept).
+    /// equal as f64 (but for miniserde's rounding), objects as maps
+    /// (miniserde sorts them), arrays only as arrays (elements not kept).
     fn same(ours: &Json, theirs: &miniserde::json::Value) -> bool {
         use miniserde::json::{Number, Value};
         match (ours, theirs) {
@@ -762,6 +796,25 @@ mod tests {
             valid > 25_000 && invalid > 25_000,
             "{valid} valid, {invalid} invalid"
         );
+    }
+
+    #[test]
+    fn repeats_are_listed_up_to_a_limit_and_arrays_only_checked() {
+        let text = format!("{{{}}}", vec!["\"a\": 0"; 31].join(", "));
+        let (_, repeats) = read(&text);
+        assert_eq!(repeats.len(), MAX_REPEATS_SHOWN);
+        assert!(
+            repeats[MAX_REPEATS_SHOWN - 1]
+                .what
+                .ends_with("; 10 more keys after it appear again, not listed"),
+            "{repeats:?}"
+        );
+        // An array's objects are checked, but their keys are not judged:
+        // no setting is an array, so nothing in one can count.
+        let keys: Vec<String> = (0..=MAX_KEYS).map(|n| format!("\"k{n}\": 0")).collect();
+        let text = format!("[{{\"a\": 1, \"a\": 2}}, {{{}}}]", keys.join(", "));
+        assert_eq!(read(&text), (Json::Array, Vec::new()));
+        assert!(parse("[{\"a\": 1,}]").is_err());
     }
 
     #[test]
@@ -878,6 +931,7 @@ mod tests {
             "1e309",
             "-1e309",
             "0.1e310",
+            "0.001e312",
             "1000e306",
             "1e99999999999999999999",
         ] {
@@ -889,6 +943,11 @@ mod tests {
             "-0.0",
             "1e-400",
             "123456789012345678901234567890",
+            "0e400",
+            "-0e99999999999",
+            "0.01e310",
+            "0.0001e312",
+            "000.000e999",
         ] {
             assert!(!too_large(literal), "{literal}");
         }
