@@ -81,6 +81,9 @@ pub struct TabRecord {
     /// Labels sent recently, newest last, each with whether its echo has
     /// come back yet.
     pub sent: Vec<Sent>,
+    /// `include_auto_named` went off: the tab's number is being given
+    /// back, and cowbell lets go of the tab once herdr confirms it.
+    pub released: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -245,15 +248,21 @@ impl Tracker {
         record.status = Some(tab.status);
         record.fight.expire(now);
         if record.auto_named && !settings.include_auto_named {
-            // The option was switched off: give the number back and forget.
+            // The option was switched off: give the number back, and forget
+            // the tab once herdr shows it. Until then the record stays, so
+            // a rename that fails is tried again and a restore still knows
+            // the icon is cowbell's.
             let position = tab.number.to_string();
-            if tab.label != position {
+            if tab.label == position {
+                self.tabs.remove(&tab.tab_id);
+            } else {
+                record.remember_sent(&position, now);
+                record.released = true;
                 plan.renames.push(Rename {
                     tab_id: tab.tab_id.clone(),
                     label: position,
                 });
             }
-            self.tabs.remove(&tab.tab_id);
             return;
         }
         if record.auto_named {
@@ -306,9 +315,14 @@ impl Tracker {
         }
     }
 
-    /// herdr applied a rename: the tab now carries cowbell's label.
+    /// herdr applied a rename: the tab now carries cowbell's label, or
+    /// its number again if cowbell was letting go of it.
     pub fn confirm(&mut self, tab_id: &str, label: &str) {
         if let Some(record) = self.tabs.get_mut(tab_id) {
+            if record.released {
+                self.tabs.remove(tab_id);
+                return;
+            }
             record.written = Some(label.to_string());
             record.seen = label.to_string();
         }
@@ -591,6 +605,38 @@ mod tests {
         s.include_auto_named = false;
         let plan = tracker.resync(&tabs, &s, now);
         assert_eq!(renames(&plan), [("w1:t1", "1")]);
+        assert!(tracker.tabs.contains_key("w1:t1"), "kept until confirmed");
+        apply(&mut tracker, &mut tabs, &plan.renames);
+        assert!(tracker.tabs.is_empty());
+        assert_eq!(tracker.resync(&tabs, &s, now), Plan::default());
+    }
+
+    #[test]
+    fn a_number_given_back_is_tried_again_until_herdr_shows_it() {
+        let mut s = settings();
+        s.include_auto_named = true;
+        let now = Instant::now();
+        let mut tabs = vec![tab("w1:t1", 1, "1", Status::Blocked)];
+        let mut tracker = tracking(&mut tabs, &s, now);
+        s.include_auto_named = false;
+        // herdr refused the first rename back: the tab still shows "🔴 1".
+        assert_eq!(renames(&tracker.resync(&tabs, &s, now)), [("w1:t1", "1")]);
+        let later = now + Duration::from_secs(1);
+        assert_eq!(renames(&tracker.resync(&tabs, &s, later)), [("w1:t1", "1")]);
+        // A stop meanwhile still gives the number back rather than keeping
+        // the icon as if it were the tab's name.
+        let restore = tracker.restore_plan(&tabs, &s.labeler, false, later);
+        assert_eq!(
+            restore,
+            [Rename {
+                tab_id: "w1:t1".into(),
+                label: "1".into()
+            }]
+        );
+        // The rename lands; its echo is cowbell's own, and the tab is let go.
+        assert!(tracker.take_echo("w1:t1", "1", later, &s));
+        tabs[0].label = "1".into();
+        assert_eq!(tracker.resync(&tabs, &s, later), Plan::default());
         assert!(tracker.tabs.is_empty());
     }
 

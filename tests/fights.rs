@@ -860,6 +860,68 @@ fn toggling_include_auto_named_with_sighup_adds_and_removes_the_icons() {
     );
 }
 
+/// The option goes off, and herdr refuses the rename that gives a tab its
+/// number back: the tab must still end up as its number, not be adopted
+/// as a custom tab whose name is "2" with the icon in front.
+#[test]
+fn a_refused_number_give_back_is_tried_again() {
+    let cb = Cowbell::new();
+    cb.write_config(r#"{"include_auto_named": true}"#);
+    cb.tab(Some("api"));
+    let (t2, p2) = cb.tab(None);
+    cb.herdr.set_status(&p2, "blocked");
+    cb.startup();
+    let pid = cb.wait_for_daemon(2 * SECOND);
+    cb.expect_label(&t2, "🔴 2", 2 * SECOND);
+    thread::sleep(Duration::from_millis(300));
+
+    cb.write_config(r#"{"include_auto_named": false}"#);
+    cb.herdr.fail_next_renames(1);
+    hup(pid);
+    // A failed rename is looked at again a second later.
+    cb.expect_label(&t2, "2", 4 * SECOND);
+    assert!(
+        cb.herdr
+            .wait_until(SECOND, |_| state_entry(&cb, &t2).is_none()),
+        "entry kept after the number came back: {}",
+        cb.state_json()
+    );
+}
+
+/// The same refusal, then `off` at once: the restore still knows the icon
+/// is cowbell's and gives the number back.
+#[test]
+fn off_right_after_a_refused_number_give_back_restores_the_number() {
+    let cb = Cowbell::new();
+    cb.write_config(r#"{"include_auto_named": true}"#);
+    cb.tab(Some("api"));
+    let (t2, p2) = cb.tab(None);
+    cb.herdr.set_status(&p2, "blocked");
+    cb.startup();
+    let pid = cb.wait_for_daemon(2 * SECOND);
+    cb.expect_label(&t2, "🔴 2", 2 * SECOND);
+    thread::sleep(Duration::from_millis(300));
+
+    cb.write_config(r#"{"include_auto_named": false}"#);
+    cb.herdr.fail_next_renames(1);
+    let renames = cb.herdr.requests_of("tab.rename").len();
+    hup(pid);
+    let deadline = Instant::now() + 2 * SECOND;
+    while cb.herdr.requests_of("tab.rename").len() == renames {
+        assert!(Instant::now() < deadline, "{}", cb.log());
+        thread::sleep(Duration::from_millis(5));
+    }
+    let off = cb.run(&["off"]);
+    assert!(off.status.success(), "{}", off.stderr);
+    assert_eq!(
+        cb.herdr.label(&t2),
+        "2",
+        "after off\nstate: {}\nlog:\n{}",
+        cb.state_json(),
+        cb.log()
+    );
+}
+
 #[test]
 fn restoring_an_auto_named_tab_writes_its_current_position() {
     // Unscaled: the last move must still be unseen by the daemon (herdr
