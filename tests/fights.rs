@@ -860,38 +860,9 @@ fn toggling_include_auto_named_with_sighup_adds_and_removes_the_icons() {
     );
 }
 
-/// The option goes off, and herdr refuses the rename that gives a tab its
-/// number back: the tab must still end up as its number, not be adopted
-/// as a custom tab whose name is "2" with the icon in front.
-#[test]
-fn a_refused_number_give_back_is_tried_again() {
-    let cb = Cowbell::new();
-    cb.write_config(r#"{"include_auto_named": true}"#);
-    cb.tab(Some("api"));
-    let (t2, p2) = cb.tab(None);
-    cb.herdr.set_status(&p2, "blocked");
-    cb.startup();
-    let pid = cb.wait_for_daemon(2 * SECOND);
-    cb.expect_label(&t2, "🔴 2", 2 * SECOND);
-    thread::sleep(Duration::from_millis(300));
-
-    cb.write_config(r#"{"include_auto_named": false}"#);
-    cb.herdr.fail_next_renames(1);
-    hup(pid);
-    // A failed rename is looked at again a second later.
-    cb.expect_label(&t2, "2", 4 * SECOND);
-    assert!(
-        cb.herdr
-            .wait_until(SECOND, |_| state_entry(&cb, &t2).is_none()),
-        "entry kept after the number came back: {}",
-        cb.state_json()
-    );
-}
-
-/// The same refusal, then `off` at once: the restore still knows the icon
-/// is cowbell's and gives the number back.
-#[test]
-fn off_right_after_a_refused_number_give_back_restores_the_number() {
+/// tab 2, unnamed, shows "🔴 2" with `include_auto_named` on; then the
+/// option goes off and herdr refuses the rename that gives the number back.
+fn refused_number_give_back() -> (Cowbell, String) {
     let cb = Cowbell::new();
     cb.write_config(r#"{"include_auto_named": true}"#);
     cb.tab(Some("api"));
@@ -911,6 +882,29 @@ fn off_right_after_a_refused_number_give_back_restores_the_number() {
         assert!(Instant::now() < deadline, "{}", cb.log());
         thread::sleep(Duration::from_millis(5));
     }
+    (cb, t2)
+}
+
+/// The tab must still end up as its number, not be adopted as a custom
+/// tab whose name is "2" with the icon in front.
+#[test]
+fn a_refused_number_give_back_is_tried_again() {
+    let (cb, t2) = refused_number_give_back();
+    // A failed rename is looked at again a second later.
+    cb.expect_label(&t2, "2", 4 * SECOND);
+    assert!(
+        cb.herdr
+            .wait_until(SECOND, |_| state_entry(&cb, &t2).is_none()),
+        "entry kept after the number came back: {}",
+        cb.state_json()
+    );
+}
+
+/// `off` at once: the restore still knows the icon is cowbell's and gives
+/// the number back.
+#[test]
+fn off_right_after_a_refused_number_give_back_restores_the_number() {
+    let (cb, t2) = refused_number_give_back();
     let off = cb.run(&["off"]);
     assert!(off.status.success(), "{}", off.stderr);
     assert_eq!(
