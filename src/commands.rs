@@ -11,7 +11,7 @@ use std::time::Instant;
 use miniserde::{Serialize, json};
 
 use crate::config;
-use crate::daemon::{self, Holder, Lock, Started};
+use crate::daemon::{self, Holder, Lock, Reached, Started};
 use crate::error::Error;
 use crate::fights::Timing;
 
@@ -93,18 +93,14 @@ pub fn off(paths: &Paths, every_tab: bool) -> Result<u8, Error> {
 /// itself before it lets go of the lock (so no hook can start a new one in
 /// between), and returns the lock.
 fn stop_daemon(paths: &Paths) -> Result<Lock, Error> {
-    let signalled = daemon::signal_daemon(paths, libc::SIGUSR2)
-        .map_err(at_pidfile(paths, "stopping the daemon"))?;
-    let wait = if signalled {
-        daemon::STOP_WAIT
-    } else {
-        daemon::HANDOVER_WAIT
-    };
-    match daemon::wait_for_lock(paths, wait).map_err(at_pidfile(paths, "locking the pidfile"))? {
+    match daemon::stop(paths).map_err(at_pidfile(paths, "stopping the daemon"))? {
         Some(lock) => Ok(lock),
         None => Err(Error::Io {
             what: "stopping the daemon".into(),
-            source: std::io::Error::other(format!("it still runs after {} s", wait.as_secs())),
+            source: std::io::Error::other(format!(
+                "the pidfile {} is still locked (the daemon did not exit, or another cowbell command holds it)",
+                paths.pid_file().display()
+            )),
         }),
     }
 }
@@ -150,12 +146,12 @@ fn restore(paths: &Paths, state: &mut State, every_tab: bool) -> Result<usize, E
 
 /// One resync in the foreground (for scripts, and hosts without a daemon).
 pub fn sync(paths: &Paths) -> Result<u8, Error> {
-    let lock = match daemon::try_lock(paths).map_err(at_pidfile(paths, "locking the pidfile"))? {
-        Holder::Free(lock) => lock,
-        Holder::Daemon(_) => {
-            // The daemon keeps the state; ask it to resync instead.
-            daemon::signal_daemon(paths, libc::SIGHUP)
-                .map_err(at_pidfile(paths, "signalling the daemon"))?;
+    // A running daemon keeps the state: ask it to resync instead.
+    let lock = match daemon::signal_daemon(paths, libc::SIGHUP)
+        .map_err(at_pidfile(paths, "signalling the daemon"))?
+    {
+        Reached::Free(lock) => lock,
+        Reached::Signalled => {
             say!("cowbell: the daemon resyncs");
             return Ok(0);
         }
@@ -288,10 +284,8 @@ struct StatusReport {
 }
 
 pub fn status(paths: &Paths, as_json: bool) -> Result<u8, Error> {
-    let (running, pid) = match daemon::probe(paths) {
-        Ok(Some(pid)) => (true, pid),
-        _ => (false, None),
-    };
+    let pid = daemon::probe(paths).ok().flatten();
+    let running = pid.is_some();
     let (state, state_problem) = state::peek(&paths.state_file());
     let loaded = config::load(&paths.config_file);
     let (tabs, server_error) = match list_tab_infos(paths) {

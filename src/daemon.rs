@@ -4,12 +4,18 @@
 //! the daemon's whole life. Whoever can take the lock knows no daemon runs,
 //! and then the pid written in the file means nothing, so a stale pid is
 //! never signalled. Only while the lock is held does the pid name the live
-//! daemon. Commands reach it through signals: SIGUSR1 hands over (exit,
-//! names untouched), SIGTERM stops and restores, SIGHUP reloads.
+//! daemon, and the daemon empties the file before it lets go. Short
+//! commands hold the lock too, for a moment (`status` looks with a shared
+//! lock, and every command takes it before it clears a pid a crashed daemon
+//! left), so a pid is only trusted when the lock is held with that same pid
+//! twice, `CONFIRM` apart. Commands reach the daemon through signals:
+//! SIGUSR1 hands over (exit, names untouched), SIGUSR2 stops and restores,
+//! SIGHUP reloads.
 
 use std::fs::File;
-use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::io::{self, Seek, SeekFrom, Write};
 use std::os::fd::AsFd;
+use std::os::unix::fs::FileExt;
 use std::time::{Duration, Instant};
 
 use crate::event_loop::{Durations, EventLoop};
@@ -24,6 +30,9 @@ use crate::sys;
 pub const HANDOVER_WAIT: Duration = Duration::from_secs(5);
 pub const STOP_WAIT: Duration = Duration::from_secs(15);
 
+/// How long a pid must stay in a held pidfile to be trusted (see above).
+const CONFIRM: Duration = Duration::from_millis(20);
+
 /// The pidfile, locked by this process.
 pub struct Lock {
     file: File,
@@ -36,6 +45,11 @@ impl Lock {
         self.file.seek(SeekFrom::Start(0))?;
         writeln!(self.file, "{}", std::process::id())?;
         Ok(())
+    }
+
+    /// Empties the pidfile, so the pid names nobody once the lock is free.
+    fn clear_pid(&self) -> io::Result<()> {
+        self.file.set_len(0)
     }
 }
 
@@ -70,38 +84,48 @@ pub fn try_lock(paths: &Paths) -> io::Result<Holder> {
 /// The pid a daemon wrote into its pidfile; `None` while it has not yet
 /// written it. A pid is a few digits, so a small read suffices, and a
 /// pidfile that something else filled is not read whole.
-fn read_pid(mut file: &File) -> io::Result<Option<u32>> {
+fn read_pid(file: &File) -> io::Result<Option<u32>> {
     let mut buffer = [0u8; 32];
-    let length = file.read(&mut buffer)?;
+    // From the start whatever the file's position: `probe` reads twice.
+    let length = file.read_at(&mut buffer, 0)?;
     Ok(std::str::from_utf8(&buffer[..length])
         .ok()
         .and_then(|text| text.trim().parse().ok()))
 }
 
-/// Waits until the lock can be taken, up to `wait`.
-pub fn wait_for_lock(paths: &Paths, wait: Duration) -> io::Result<Option<Lock>> {
-    let give_up = Instant::now() + wait;
-    loop {
-        if let Holder::Free(lock) = try_lock(paths)? {
-            return Ok(Some(lock));
-        }
-        if Instant::now() >= give_up {
-            return Ok(None);
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+/// `try_lock`, with a pid only when the lock is still held with the same
+/// pid `CONFIRM` later: a pid seen once may be a crashed daemon's, read
+/// while a short command held the lock for a moment.
+fn try_lock_confirmed(paths: &Paths) -> io::Result<Holder> {
+    let pid = match try_lock(paths)? {
+        Holder::Daemon(Some(pid)) => pid,
+        holder => return Ok(holder),
+    };
+    std::thread::sleep(CONFIRM);
+    Ok(match try_lock(paths)? {
+        Holder::Daemon(Some(again)) if again == pid => Holder::Daemon(Some(pid)),
+        Holder::Daemon(_) => Holder::Daemon(None),
+        free => free,
+    })
 }
 
-/// Signals the daemon that holds the lock; `Ok(false)` when none runs.
-/// A pid is only trusted while its lock is held, and is read again until
-/// the starting daemon has written it.
-pub fn signal_daemon(paths: &Paths, signal: libc::c_int) -> io::Result<bool> {
+/// What `signal_daemon` found.
+pub enum Reached {
+    Signalled,
+    /// No daemon runs: the lock is now ours.
+    Free(Lock),
+}
+
+/// Signals the daemon that holds the lock, or takes the lock when none
+/// runs. A holder that wrote no pid (a starting daemon, a short command)
+/// is given a second to write one or let go.
+pub fn signal_daemon(paths: &Paths, signal: libc::c_int) -> io::Result<Reached> {
     let give_up = Instant::now() + Duration::from_secs(1);
     loop {
-        match try_lock(paths)? {
-            Holder::Free(_) => return Ok(false),
+        match try_lock_confirmed(paths)? {
+            Holder::Free(lock) => return Ok(Reached::Free(lock)),
             Holder::Daemon(Some(pid)) => match sys::kill(pid, signal) {
-                Ok(()) => return Ok(true),
+                Ok(()) => return Ok(Reached::Signalled),
                 // It exited between the lock check and the signal: look again.
                 Err(error) if error.raw_os_error() == Some(libc::ESRCH) => {}
                 Err(error) => return Err(error),
@@ -109,12 +133,41 @@ pub fn signal_daemon(paths: &Paths, signal: libc::c_int) -> io::Result<bool> {
             Holder::Daemon(None) if Instant::now() < give_up => {
                 std::thread::sleep(Duration::from_millis(10))
             }
-            Holder::Daemon(None) => {
-                return Err(io::Error::other(
-                    "the daemon holds its lock but wrote no pid",
-                ));
-            }
+            Holder::Daemon(None) => return Err(pidless_holder()),
         }
+    }
+}
+
+fn pidless_holder() -> io::Error {
+    io::Error::other("the pidfile stays locked without a pid: another cowbell command holds it")
+}
+
+/// Stops the daemon (SIGUSR2: it restores the names, records the off flag
+/// and exits) and returns the lock, taken with no moment free in between
+/// for a hook to start another; `None` if it is still held in the end. A
+/// daemon that a hook started meanwhile is stopped too.
+pub fn stop(paths: &Paths) -> io::Result<Option<Lock>> {
+    let mut signalled = None;
+    let mut give_up = Instant::now() + HANDOVER_WAIT;
+    loop {
+        match try_lock_confirmed(paths)? {
+            Holder::Free(lock) => return Ok(Some(lock)),
+            Holder::Daemon(Some(pid)) if signalled != Some(pid) => {
+                match sys::kill(pid, libc::SIGUSR2) {
+                    Ok(()) => {
+                        signalled = Some(pid);
+                        give_up = Instant::now() + STOP_WAIT;
+                    }
+                    Err(error) if error.raw_os_error() == Some(libc::ESRCH) => {}
+                    Err(error) => return Err(error),
+                }
+            }
+            Holder::Daemon(_) => {}
+        }
+        if Instant::now() >= give_up {
+            return Ok(None);
+        }
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 
@@ -168,19 +221,34 @@ fn try_lock_patiently(paths: &Paths) -> io::Result<Holder> {
     }
 }
 
-/// Whether a daemon runs, and its pid, without taking the lock (which
-/// would look like a daemon to a hook starting at the same moment) and
-/// without creating anything.
-pub fn probe(paths: &Paths) -> io::Result<Option<Option<u32>>> {
+/// The pid of the running daemon, if one runs, found without taking the
+/// lock (which would look like a daemon to a hook starting at the same
+/// moment) and without creating anything. A lock held without a pid (a
+/// short command, a daemon starting this very moment) is no daemon.
+pub fn probe(paths: &Paths) -> io::Result<Option<u32>> {
     let file = match files::open_existing(&paths.pid_file()) {
         Ok(file) => file,
         Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(error) => return Err(error),
     };
-    if sys::is_locked(file.as_fd())? {
-        return Ok(Some(read_pid(&file)?));
-    }
-    Ok(None)
+    let held_pid = || -> io::Result<Option<u32>> {
+        if sys::is_locked(file.as_fd())? {
+            read_pid(&file)
+        } else {
+            Ok(None)
+        }
+    };
+    let Some(pid) = held_pid()? else {
+        if file.metadata()?.len() > 0 {
+            // A pid with no lock is a crashed daemon's: empty the file (under
+            // the lock, as every command does), so nobody pairs it with a
+            // lock someone else holds a moment later.
+            let _ = try_lock(paths);
+        }
+        return Ok(None);
+    };
+    std::thread::sleep(CONFIRM);
+    Ok(held_pid()?.filter(|again| *again == pid))
 }
 
 /// Asks the running daemon to hand over and waits for its lock. When
@@ -190,7 +258,7 @@ fn hand_over(paths: &Paths) -> io::Result<Result<Lock, Option<u32>>> {
     let give_up = Instant::now() + HANDOVER_WAIT;
     let mut signalled = None;
     loop {
-        match try_lock(paths)? {
+        match try_lock_confirmed(paths)? {
             Holder::Free(lock) => return Ok(Ok(lock)),
             Holder::Daemon(Some(pid)) if signalled.is_some_and(|old| old != pid) => {
                 return Ok(Err(Some(pid)));
@@ -248,6 +316,12 @@ fn run(paths: &Paths, mut lock: Lock, foreground: bool) -> u8 {
     }
     let durations = Durations::from_env();
     let code = EventLoop::new(paths.clone(), log, signals, durations).run();
+    if let Err(error) = lock.clear_pid() {
+        Log::open(paths.log_file()).line(&format!(
+            "cannot empty the pidfile {}: {error}",
+            paths.pid_file().display()
+        ));
+    }
     drop(lock);
     code
 }
@@ -262,6 +336,66 @@ mod tests {
         let path = dir.0.join("daemon.pid");
         std::fs::write(&path, text).unwrap();
         read_pid(&File::open(&path).unwrap()).unwrap()
+    }
+
+    fn paths_in(dir: &TempDir) -> Paths {
+        Paths {
+            socket: dir.0.join("herdr.sock"),
+            config_file: dir.0.join("config.json"),
+            server_dir: dir.0.join("server"),
+            plugin_id: "cowbell".into(),
+        }
+    }
+
+    /// A pid a crashed daemon left, read while a short command holds the
+    /// lock for a moment, must not pass for a live daemon.
+    #[test]
+    fn a_stale_pid_under_a_passing_lock_is_not_trusted() {
+        let dir = TempDir::new("confirm");
+        let paths = paths_in(&dir);
+        let file = open_pidfile(&paths).unwrap();
+        std::fs::write(paths.pid_file(), "4242\n").unwrap();
+        // A `status` look: a shared lock, held for 5 ms.
+        let passer = std::thread::spawn(move || {
+            // SAFETY: flock on an fd we own; no pointers.
+            unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&file), libc::LOCK_SH) };
+            std::thread::sleep(Duration::from_millis(5));
+            drop(file);
+        });
+        std::thread::sleep(Duration::from_millis(1));
+        assert!(matches!(
+            try_lock(&paths).unwrap(),
+            Holder::Daemon(Some(4242))
+        ));
+        assert!(matches!(
+            try_lock_confirmed(&paths).unwrap(),
+            Holder::Free(_)
+        ));
+        passer.join().unwrap();
+        assert_eq!(
+            read_pid(&File::open(paths.pid_file()).unwrap()).unwrap(),
+            None
+        );
+    }
+
+    #[test]
+    fn a_daemon_holding_its_lock_with_its_pid_is_trusted() {
+        let dir = TempDir::new("trusted");
+        let paths = paths_in(&dir);
+        let Holder::Free(mut lock) = try_lock(&paths).unwrap() else {
+            panic!("the lock should be free");
+        };
+        lock.write_pid().unwrap();
+        let me = std::process::id();
+        assert!(
+            matches!(try_lock_confirmed(&paths).unwrap(), Holder::Daemon(Some(pid)) if pid == me)
+        );
+        assert_eq!(probe(&paths).unwrap(), Some(me));
+        // Letting go empties the file first.
+        lock.clear_pid().unwrap();
+        drop(lock);
+        assert_eq!(probe(&paths).unwrap(), None);
+        assert!(matches!(try_lock(&paths).unwrap(), Holder::Free(_)));
     }
 
     #[test]

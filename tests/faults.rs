@@ -886,6 +886,63 @@ fn two_concurrent_replaces_leave_one_daemon() {
     assert_invariants(&cb, &names);
 }
 
+#[test]
+fn a_daemon_that_exits_leaves_no_pid_behind() {
+    // A pid left in the pidfile names some other process once the pid is
+    // reused; paired with a lock a short command holds for a moment, it
+    // would be signalled.
+    let cb = Cowbell::new();
+    cb.tab(Some("api"));
+    cb.startup();
+    let pid = cb.wait_for_daemon(2 * SECOND);
+    cowbell::signal(pid, libc::SIGTERM);
+    assert!(cowbell::wait_dead(pid, 3 * SECOND));
+    let text = std::fs::read_to_string(cb.server_dir().join("cowbell.pid")).unwrap();
+    assert_eq!(
+        text.trim(),
+        "",
+        "the pidfile still names the exited daemon {pid}"
+    );
+}
+
+/// `sync` with no daemon holds the pidfile lock while it works (herdr is
+/// slow here), and writes no pid: that is no daemon.
+#[test]
+fn a_sync_holding_the_lock_is_no_daemon_to_status_or_off() {
+    let cb = Cowbell::new();
+    let mut tabs = Vec::new();
+    for name in ["api", "web", "docs"] {
+        let (tab, pane) = cb.tab(Some(name));
+        cb.herdr.set_status(&pane, "blocked");
+        tabs.push((tab, name));
+    }
+    cb.herdr.set_response_delay(Duration::from_millis(400));
+    std::thread::scope(|scope| {
+        let sync = scope.spawn(|| cb.run(&["sync"]));
+        std::thread::sleep(Duration::from_millis(200));
+        let status = cb.run(&["status"]);
+        assert!(
+            status.stdout.contains("daemon: not running"),
+            "no daemon runs, yet status says:\n{}",
+            status.stdout
+        );
+        // `off` waits for the sync, then restores what it wrote.
+        let off = cb.action("off");
+        assert!(off.status.success(), "{}", off.stderr);
+        assert!(sync.join().unwrap().status.success());
+    });
+    assert!(cb.daemons().is_empty());
+    cb.herdr.set_response_delay(Duration::ZERO);
+    for (tab, name) in &tabs {
+        assert_eq!(cb.herdr.label(tab), *name);
+    }
+    assert!(
+        cb.state_json().contains("\"off\":true"),
+        "{}",
+        cb.state_json()
+    );
+}
+
 /// A process that must never be signalled; killed on drop.
 struct Bystander(std::process::Child);
 
