@@ -133,19 +133,20 @@ pub fn signal_daemon(paths: &Paths, signal: libc::c_int) -> io::Result<Reached> 
             Holder::Daemon(None) if Instant::now() < give_up => {
                 std::thread::sleep(Duration::from_millis(10))
             }
-            Holder::Daemon(None) => return Err(pidless_holder()),
+            Holder::Daemon(None) => {
+                return Err(io::Error::other(
+                    "the pidfile stays locked without a pid: another cowbell command holds it",
+                ));
+            }
         }
     }
 }
 
-fn pidless_holder() -> io::Error {
-    io::Error::other("the pidfile stays locked without a pid: another cowbell command holds it")
-}
-
 /// Stops the daemon (SIGUSR2: it restores the names, records the off flag
-/// and exits) and returns the lock, taken with no moment free in between
-/// for a hook to start another; `None` if it is still held in the end. A
-/// daemon that a hook started meanwhile is stopped too.
+/// and exits) and returns the lock; `None` if it is still held in the end.
+/// A lock found free is kept, not dropped and taken again, so no hook can
+/// start a daemon in between; a daemon a hook started anyway is stopped
+/// too.
 pub fn stop(paths: &Paths) -> io::Result<Option<Lock>> {
     let mut signalled = None;
     let mut give_up = Instant::now() + HANDOVER_WAIT;
