@@ -269,6 +269,9 @@ pub struct EventLoop {
     renames_outstanding: usize,
     /// Renames of the stop's restore still unanswered.
     restores_outstanding: usize,
+    /// A rename of the restore failed: once the others are answered, the
+    /// restore lists the tabs again (until the stop's deadline).
+    restore_failed: bool,
     /// The server-wide off flag, written with the state.
     off: bool,
     stop: Option<Stop>,
@@ -284,9 +287,9 @@ impl EventLoop {
         }
         let settings =
             Settings::from_config(&loaded.config, durations.fight_timing, durations.scale);
-        // One reading of both clocks for the daemon's life: every save
-        // converts instants with the same offset, so an unchanged state
-        // gives the same text and is not written (and synced) again.
+        // One reading of both clocks while it holds: every save converts
+        // instants with the same offset, so an unchanged state gives the
+        // same text and is not written (and synced) again (see `save`).
         let clock = Clock::now();
         let now_secs = clock.wall_ms / 1000;
         let (saved, warning) = state::load(&paths.state_file(), now_secs);
@@ -327,6 +330,7 @@ impl EventLoop {
             panes_wanted: false,
             renames_outstanding: 0,
             restores_outstanding: 0,
+            restore_failed: false,
             off: saved.off,
             stop: None,
             exit_code: None,
@@ -536,7 +540,12 @@ impl EventLoop {
         }
         if due(self.retry_deadline) {
             self.retry_deadline = None;
-            self.begin_resync();
+            match &mut self.stop {
+                // The restore's list or one of its renames failed: list
+                // again, and rename what still carries an icon.
+                Some(Stop::Restore { listed, .. }) => *listed = false,
+                _ => self.begin_resync(),
+            }
         }
         if due(self.resubscribe_deadline) {
             self.resubscribe_deadline = None;
@@ -711,6 +720,8 @@ impl EventLoop {
         });
         self.debounce_deadline = None;
         self.spinner_deadline = None;
+        // From now on a retry is the restore's own (see `fire_deadlines`).
+        self.retry_deadline = None;
         if !self.connected && self.lifecycle.is_none() {
             // (While a connection is being made, the restore waits for it.)
             self.log
@@ -994,7 +1005,12 @@ impl EventLoop {
                         .in_flight
                         .iter()
                         .any(|p| p.purpose == Purpose::ListPanes);
-                if listed_panes != self.subscribed_panes.count as u64 && !listing {
+                // (Not while a refused subscription waits out its backoff:
+                // its timer lists the panes again.)
+                if listed_panes != self.subscribed_panes.count as u64
+                    && !listing
+                    && self.resubscribe_deadline.is_none()
+                {
                     self.queue.push_back(Purpose::ListPanes);
                 }
                 let tabs: Vec<Tab> = infos.into_iter().map(TabInfo::into_tab).collect();
@@ -1035,7 +1051,7 @@ impl EventLoop {
                     .line(&format!("restore: {} tabs to rename", renames.len()));
                 self.restores_outstanding = renames.len();
                 self.queue_renames(renames, true);
-                self.maybe_finish_restore();
+                self.maybe_finish_restore(now);
             }
             (
                 Purpose::Rename {
@@ -1050,7 +1066,7 @@ impl EventLoop {
                         .line(&format!("restored {tab_id} as {}", quote(&label)));
                     self.tracker.tabs.remove(&tab_id);
                     self.restores_outstanding = self.restores_outstanding.saturating_sub(1);
-                    self.maybe_finish_restore();
+                    self.maybe_finish_restore(now);
                 } else {
                     self.log
                         .line(&format!("renamed {tab_id} to {}", quote(&label)));
@@ -1070,7 +1086,8 @@ impl EventLoop {
                 };
                 drop(ids);
                 drop(panes);
-                if set != self.subscribed_panes || self.status.is_none() {
+                let backing_off = self.resubscribe_deadline.is_some();
+                if (set != self.subscribed_panes || self.status.is_none()) && !backing_off {
                     self.subscribe_status(params, set, now);
                 }
             }
@@ -1100,13 +1117,16 @@ impl EventLoop {
                 self.retry_deadline.get_or_insert(now + RETRY);
             }
             Purpose::ListTabs { restore: true } => {
+                // The stop's deadline ends the tries (names kept in the
+                // state for remove-icons).
                 self.log
-                    .line("restore: cannot list tabs; state kept for remove-icons");
-                self.exit_code = Some(0);
+                    .line("restore: cannot list tabs; trying again in 1 s");
+                self.retry_deadline = Some(now + RETRY);
             }
             Purpose::Rename { restore: true, .. } => {
                 self.restores_outstanding = self.restores_outstanding.saturating_sub(1);
-                self.maybe_finish_restore();
+                self.restore_failed = true;
+                self.maybe_finish_restore(now);
             }
             Purpose::Rename { restore: false, .. } => {
                 // Look again soon: herdr may have applied it after all, or
@@ -1152,11 +1172,19 @@ impl EventLoop {
         }
     }
 
-    fn maybe_finish_restore(&mut self) {
-        if self.restores_outstanding == 0 {
-            self.log.line("names restored");
-            self.exit_code = Some(0);
+    fn maybe_finish_restore(&mut self, now: Instant) {
+        if self.restores_outstanding > 0 {
+            return;
         }
+        if self.restore_failed {
+            self.restore_failed = false;
+            self.log
+                .line("restore: some renames failed; listing the tabs again in 1 s");
+            self.retry_deadline = Some(now + RETRY);
+            return;
+        }
+        self.log.line("names restored");
+        self.exit_code = Some(0);
     }
 
     fn subscribe_status(&mut self, params: String, set: PaneSet, now: Instant) {
@@ -1182,6 +1210,12 @@ impl EventLoop {
     }
 
     fn save(&mut self) {
+        // After a suspend or a wall-clock step the old offset would put
+        // every saved time (a cool-down's end, say) off by as much.
+        let now = Clock::now();
+        if !self.clock.agrees_with(now) {
+            self.clock = now;
+        }
         let saved = state::save_tracker(
             &self.paths.state_file(),
             &self.tracker,

@@ -278,6 +278,13 @@ impl Clock {
         }
     }
 
+    /// Whether a newer reading still gives the same offset between the
+    /// clocks, to within a second. A suspend (the monotonic clock stands
+    /// still) or a step of the wall clock ends the agreement.
+    pub fn agrees_with(self, newer: Clock) -> bool {
+        self.to_wall(newer.mono).abs_diff(newer.wall_ms) <= 1000
+    }
+
     fn to_wall(self, at: Instant) -> u64 {
         if at >= self.mono {
             self.wall_ms
@@ -409,6 +416,24 @@ mod tests {
             },
         );
         state
+    }
+
+    #[test]
+    fn a_clock_reading_agrees_until_a_suspend_or_a_step() {
+        let first = Clock::now();
+        let later = |mono_s: u64, wall_s: u64| Clock {
+            mono: first.mono + Duration::from_secs(mono_s),
+            wall_ms: first.wall_ms + wall_s * 1000,
+        };
+        assert!(first.agrees_with(first));
+        assert!(first.agrees_with(later(10, 10)));
+        // An hour of suspend: the wall clock moved, the monotonic one not.
+        assert!(!first.agrees_with(later(10, 3610)));
+        // The wall clock stepped back a minute.
+        assert!(!first.agrees_with(Clock {
+            mono: first.mono + Duration::from_secs(70),
+            wall_ms: first.wall_ms + 10_000,
+        }));
     }
 
     #[test]

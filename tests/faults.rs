@@ -512,6 +512,40 @@ fn an_error_line_to_the_status_subscription_is_retried() {
     s.still_well(pid);
 }
 
+/// The backoff holds while events keep coming: each resync's pane count
+/// differs from the (empty) subscribed set, which must not bring a fresh
+/// `pane.list` and subscription every time.
+#[test]
+fn a_refused_status_subscription_backs_off_under_a_stream_of_events() {
+    let mut s = scene();
+    refuse_status_subscriptions(&s.cb, 10_000);
+    let status_subscribes = |cb: &Cowbell| {
+        cb.herdr
+            .requests_of("events.subscribe")
+            .iter()
+            .filter(|r| r.line.contains("pane.agent_status_changed"))
+            .count()
+    };
+    let before = status_subscribes(&s.cb);
+    let _pane = new_pane_set(&mut s);
+    // Someone clicks between two tabs every 200 ms for 3 s.
+    let (a, b) = (s.tabs[0].clone(), s.tabs[1].clone());
+    let end = Instant::now() + 3 * SECOND;
+    let mut flip = false;
+    while Instant::now() < end {
+        s.cb.herdr.focus_tab(if flip { &a } else { &b });
+        flip = !flip;
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let refused = status_subscribes(&s.cb) - before;
+    s.cb.herdr.clear_canned();
+    assert!(
+        (1..=6).contains(&refused),
+        "{refused} status subscriptions in 3 s (0.5 s doubling allows about 4); log:\n{}",
+        log_tail(&s.cb, 30)
+    );
+}
+
 #[test]
 fn a_status_subscription_refused_again_and_again_is_retried_with_a_backoff() {
     let mut s = scene();
@@ -589,11 +623,12 @@ fn a_silent_server_times_requests_out_and_sigterm_still_ends_the_daemon() {
     s.cb.herdr.set_silent(false);
     s.icons_within(CLEAR + REQUEST_TIMEOUT);
     assert_eq!(s.pid(), pid);
-    // Silent again: a stop cannot restore, but must still end the daemon.
+    // Silent again: a stop cannot restore, but must still end the daemon,
+    // once its 10 s of tries are up.
     s.cb.herdr.set_silent(true);
     s.poke();
     cowbell::signal(pid, libc::SIGTERM);
-    wait_exit(&s.cb, pid, 2 * REQUEST_TIMEOUT + 2 * SECOND);
+    wait_exit(&s.cb, pid, 10 * SECOND + REQUEST_TIMEOUT + 2 * SECOND);
     s.cb.herdr.set_silent(false);
     // The names come back from state.json.
     let outcome = s.cb.run_as(&["remove-icons"], "action");
@@ -788,6 +823,32 @@ fn sigterm_during_a_resync_restores_every_name() {
             "SIGTERM during {stage}: an icon came back after the restore: {:?}\nlog:\n{}",
             s.names.name_mismatches(&s.cb.herdr.snapshot()),
             log_tail(&s.cb, 30)
+        );
+    }
+}
+
+/// The restore's own requests fail once: its `tab.list` answer is lost,
+/// or herdr refuses its first rename. Within the stop's 10 s the restore
+/// tries again rather than leaving the icons.
+#[test]
+fn a_restore_whose_request_fails_once_tries_again() {
+    for failure in ["tab.list", "tab.rename"] {
+        let s = scene();
+        let pid = s.pid();
+        match failure {
+            "tab.list" => s.cb.herdr.answer_raw("tab.list", 1, b""),
+            _ => s.cb.herdr.fail_next_renames(1),
+        }
+        cowbell::signal(pid, libc::SIGTERM);
+        wait_exit(&s.cb, pid, 12 * SECOND);
+        let ok =
+            s.cb.herdr
+                .wait_until(SECOND, |snap| s.names.name_mismatches(snap).is_empty());
+        assert!(
+            ok,
+            "a failed {failure} left names unrestored: {:?}\nlog:\n{}",
+            s.names.name_mismatches(&s.cb.herdr.snapshot()),
+            log_tail(&s.cb, 12)
         );
     }
 }
