@@ -512,6 +512,15 @@ fn an_error_line_to_the_status_subscription_is_retried() {
     s.still_well(pid);
 }
 
+/// How many status subscriptions cowbell has asked for so far.
+fn status_subscribes(cb: &Cowbell) -> usize {
+    cb.herdr
+        .requests_of("events.subscribe")
+        .iter()
+        .filter(|r| r.line.contains("pane.agent_status_changed"))
+        .count()
+}
+
 /// The backoff holds while events keep coming: each resync's pane count
 /// differs from the (empty) subscribed set, which must not bring a fresh
 /// `pane.list` and subscription every time.
@@ -519,13 +528,6 @@ fn an_error_line_to_the_status_subscription_is_retried() {
 fn a_refused_status_subscription_backs_off_under_a_stream_of_events() {
     let mut s = scene();
     refuse_status_subscriptions(&s.cb, 10_000);
-    let status_subscribes = |cb: &Cowbell| {
-        cb.herdr
-            .requests_of("events.subscribe")
-            .iter()
-            .filter(|r| r.line.contains("pane.agent_status_changed"))
-            .count()
-    };
     let before = status_subscribes(&s.cb);
     let _pane = new_pane_set(&mut s);
     // Someone clicks between two tabs every 200 ms for 3 s.
@@ -551,13 +553,6 @@ fn a_status_subscription_refused_again_and_again_is_retried_with_a_backoff() {
     let mut s = scene();
     let pid = s.pid();
     refuse_status_subscriptions(&s.cb, 10_000);
-    let status_subscribes = |cb: &Cowbell| {
-        cb.herdr
-            .requests_of("events.subscribe")
-            .iter()
-            .filter(|r| r.line.contains("pane.agent_status_changed"))
-            .count()
-    };
     let before = status_subscribes(&s.cb);
     let pane = new_pane_set(&mut s);
     std::thread::sleep(3 * SECOND);
