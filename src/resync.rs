@@ -103,8 +103,9 @@ impl TabRecord {
     /// A label cowbell put there: one it sent recently, or any spinner frame
     /// in front of the base (herdr delivers a burst of spinner echoes late,
     /// one per 100 ms poll, later than a short memory of sent labels holds).
-    fn is_own(&self, label: &str, labeler: &Labeler, now: Instant, memory: Duration) -> bool {
-        self.sent_recently(label, now, memory) || is_spinner_frame(label, &self.base, labeler)
+    fn is_own(&self, label: &str, settings: &Settings, now: Instant) -> bool {
+        self.sent_recently(label, now, settings.echo_memory)
+            || is_own_spinner_frame(label, &self.base, settings)
     }
 
     /// After someone else renamed the tab, the labels cowbell wrote before
@@ -212,13 +213,18 @@ impl Tracker {
             .sent
             .retain(|sent| now.saturating_duration_since(sent.at) <= settings.echo_memory);
         if tab.label != record.seen {
-            if record.is_own(&tab.label, labeler, now, settings.echo_memory) {
+            if record.is_own(&tab.label, settings, now) {
                 record.written = Some(tab.label.clone());
             } else if tab.looks_auto_named() {
                 // herdr's positional name: an auto-named tab that moved, or
                 // a new server reusing a tracked id for an unnamed tab. It is
                 // never a name to keep; the auto-named rules below apply.
-                if !record.auto_named {
+                if record.auto_named {
+                    // Someone put the number back over cowbell's label: one
+                    // who does it after every cowbell rename is a fight like
+                    // any other.
+                    note_fight(record, &tab.tab_id, now, settings, plan);
+                } else {
                     record.auto_named = true;
                     record.forget_own_labels();
                 }
@@ -231,17 +237,7 @@ impl Tracker {
                     tab_id: tab.tab_id.clone(),
                     base: record.base.clone(),
                 });
-                match record.fight.foreign_rename(now, &settings.timing) {
-                    Verdict::NotAFight => {}
-                    Verdict::Fight { recent } => plan.notes.push(Note::Fight {
-                        tab_id: tab.tab_id.clone(),
-                        recent,
-                    }),
-                    Verdict::CooldownStarted { until } => plan.notes.push(Note::Cooldown {
-                        tab_id: tab.tab_id.clone(),
-                        seconds: until.saturating_duration_since(now).as_secs(),
-                    }),
-                }
+                note_fight(record, &tab.tab_id, now, settings, plan);
             }
             record.seen = tab.label.clone();
         }
@@ -311,7 +307,7 @@ impl Tracker {
                 sent.echoed = true;
                 true
             }
-            None => is_spinner_frame(label, &record.base, &settings.labeler),
+            None => is_own_spinner_frame(label, &record.base, settings),
         }
     }
 
@@ -390,6 +386,34 @@ impl Tracker {
         }
         renames
     }
+}
+
+/// Someone else renamed the tab: counts toward a fight if it came soon
+/// after cowbell's own rename (see `fights`).
+fn note_fight(
+    record: &mut TabRecord,
+    tab_id: &str,
+    now: Instant,
+    settings: &Settings,
+    plan: &mut Plan,
+) {
+    match record.fight.foreign_rename(now, &settings.timing) {
+        Verdict::NotAFight => {}
+        Verdict::Fight { recent } => plan.notes.push(Note::Fight {
+            tab_id: tab_id.to_string(),
+            recent,
+        }),
+        Verdict::CooldownStarted { until } => plan.notes.push(Note::Cooldown {
+            tab_id: tab_id.to_string(),
+            seconds: until.saturating_duration_since(now).as_secs(),
+        }),
+    }
+}
+
+/// A spinner frame cowbell may have written: only with the spinner on. A
+/// plugin with a braille spinner of its own writes the same frames.
+fn is_own_spinner_frame(label: &str, base: &str, settings: &Settings) -> bool {
+    settings.spinner && is_spinner_frame(label, base, &settings.labeler)
 }
 
 fn is_spinner_frame(label: &str, base: &str, labeler: &Labeler) -> bool {
@@ -640,23 +664,35 @@ mod tests {
         assert!(tracker.tabs.is_empty());
     }
 
+    /// Another plugin that answers every cowbell rename 50 ms later with
+    /// `theirs`, for `rounds` resyncs 150 ms apart. Returns cowbell's
+    /// renames and the time after the last round.
+    fn hostile(
+        tracker: &mut Tracker,
+        tabs: &mut [Tab],
+        s: &Settings,
+        theirs: &str,
+        rounds: usize,
+    ) -> (usize, Instant) {
+        let mut own_renames = 0;
+        let mut now = Instant::now();
+        for _ in 0..rounds {
+            let plan = tracker.resync(tabs, s, now);
+            own_renames += plan.renames.len();
+            apply(tracker, tabs, &plan.renames);
+            now += Duration::from_millis(50);
+            tabs[0].label = theirs.into();
+            now += Duration::from_millis(100);
+        }
+        (own_renames, now)
+    }
+
     #[test]
     fn a_hostile_renamer_gets_three_exchanges_then_a_cooldown() {
         let s = settings();
-        let t0 = Instant::now();
         let mut tracker = Tracker::default();
         let mut tabs = vec![tab("w1:t1", 1, "api", Status::Blocked)];
-        let mut own_renames = 0;
-        let mut now = t0;
-        for _ in 0..10 {
-            let plan = tracker.resync(&tabs, &s, now);
-            own_renames += plan.renames.len();
-            apply(&mut tracker, &mut tabs, &plan.renames);
-            // The other plugin takes its name back 50 ms later.
-            now += Duration::from_millis(50);
-            tabs[0].label = "api".into();
-            now += Duration::from_millis(100);
-        }
+        let (own_renames, now) = hostile(&mut tracker, &mut tabs, &s, "api", 10);
         assert_eq!(own_renames, 3);
         assert!(tracker.tabs["w1:t1"].fight.cooling_down(now));
         assert_eq!(tabs[0].label, "api");
@@ -671,6 +707,34 @@ mod tests {
             renames(&tracker.resync(&tabs, &s, end)),
             [("w1:t1", "🔴 api")]
         );
+    }
+
+    #[test]
+    fn a_renamer_that_puts_the_number_back_is_a_fight_too() {
+        let mut s = settings();
+        s.include_auto_named = true;
+        let mut tracker = Tracker::default();
+        let mut tabs = vec![tab("w1:t1", 2, "2", Status::Blocked)];
+        let (own_renames, now) = hostile(&mut tracker, &mut tabs, &s, "2", 10);
+        assert_eq!(own_renames, 3);
+        assert!(tracker.tabs["w1:t1"].fight.cooling_down(now));
+        assert!(tracker.tabs["w1:t1"].auto_named);
+    }
+
+    #[test]
+    fn with_the_spinner_off_a_braille_frame_is_someone_elses() {
+        // A plugin with a braille spinner of its own writes cowbell's frames.
+        let s = settings();
+        let mut tracker = Tracker::default();
+        let mut tabs = vec![tab("w1:t1", 1, "api", Status::Working)];
+        let frame = s.labeler.spinner_label(0, "api");
+        let (own_renames, _) = hostile(&mut tracker, &mut tabs, &s, &frame, 10);
+        assert_eq!(own_renames, 3);
+        assert!(!tracker.take_echo("w1:t1", &frame, Instant::now(), &s));
+        // With it on, the frames are cowbell's own.
+        let mut spinning = s.clone();
+        spinning.spinner = true;
+        assert!(tracker.take_echo("w1:t1", &frame, Instant::now(), &spinning));
     }
 
     #[test]
