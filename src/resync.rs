@@ -100,9 +100,10 @@ impl TabRecord {
             .any(|sent| sent.label == label && now.saturating_duration_since(sent.at) <= memory)
     }
 
-    /// A label cowbell put there: one it sent recently, or any spinner frame
-    /// in front of the base (herdr delivers a burst of spinner echoes late,
-    /// one per 100 ms poll, later than a short memory of sent labels holds).
+    /// A label cowbell put there: one it sent recently, or, with the spinner
+    /// on, any spinner frame in front of the base (herdr delivers a burst of
+    /// spinner echoes late, one per 100 ms poll, later than a short memory
+    /// of sent labels holds).
     fn is_own(&self, label: &str, settings: &Settings, now: Instant) -> bool {
         self.sent_recently(label, now, settings.echo_memory)
             || is_own_spinner_frame(label, &self.base, settings)
@@ -261,6 +262,9 @@ impl Tracker {
             }
             return;
         }
+        // The option is on again before herdr confirmed the number: the
+        // tab is kept after all.
+        record.released = false;
         if record.auto_named {
             record.base = tab.number.to_string();
         }
@@ -662,6 +666,27 @@ mod tests {
         tabs[0].label = "1".into();
         assert_eq!(tracker.resync(&tabs, &s, later), Plan::default());
         assert!(tracker.tabs.is_empty());
+    }
+
+    #[test]
+    fn switched_on_again_before_the_number_is_back_the_tab_is_kept() {
+        let mut s = settings();
+        s.include_auto_named = true;
+        let now = Instant::now();
+        let mut tabs = vec![tab("w1:t1", 1, "1", Status::Blocked)];
+        let mut tracker = tracking(&mut tabs, &s, now);
+        s.include_auto_named = false;
+        // The rename back to "1" is refused; then the option is on again.
+        assert_eq!(renames(&tracker.resync(&tabs, &s, now)), [("w1:t1", "1")]);
+        s.include_auto_named = true;
+        tabs[0].status = Status::Working;
+        let plan = tracker.resync(&tabs, &s, now);
+        assert_eq!(renames(&plan), [("w1:t1", "🟡 1")]);
+        apply(&mut tracker, &mut tabs, &plan.renames);
+        assert!(
+            tracker.tabs["w1:t1"].auto_named,
+            "still tracked, by position"
+        );
     }
 
     /// Another plugin that answers every cowbell rename 50 ms later with
