@@ -29,9 +29,9 @@ pub fn daemon(paths: &Paths, replace: bool, foreground: bool) -> Result<u8, Erro
             complain!("cowbell: a daemon already runs for this server{pid}");
             Ok(0)
         }
-        Started::Off => {
+        Started::Off(lock) => {
             complain!("cowbell: off for this server; `cowbell on` turns it back on");
-            Ok(0)
+            finish_restore(paths, lock)
         }
         Started::Detached => Ok(0),
         Started::Exited(code) => Ok(code),
@@ -63,7 +63,7 @@ pub fn on(paths: &Paths) -> Result<u8, Error> {
     }
     match start_daemon(paths, true, false)? {
         Started::Exited(code) => Ok(code),
-        Started::Off => {
+        Started::Off(_) => {
             complain!("cowbell: still off: another cowbell command held the lock; try again");
             Ok(1)
         }
@@ -86,6 +86,23 @@ pub fn off(paths: &Paths, every_tab: bool) -> Result<u8, Error> {
     let n = restored?;
     let what = if every_tab { "icons removed" } else { "off" };
     say!("cowbell: {what}; {n} tab names restored by this command");
+    Ok(0)
+}
+
+/// Gives back the names a stop left in state.json when it could not reach
+/// herdr (`off` while the server was down, a server that stopped in the
+/// middle of the restore). The startup hook runs this once herdr is back,
+/// so no tab keeps a stale icon while cowbell is off.
+fn finish_restore(paths: &Paths, lock: Lock) -> Result<u8, Error> {
+    let (mut state, _) = load_state(paths);
+    if state.tabs.is_empty() {
+        return Ok(0);
+    }
+    let restored = restore(paths, &mut state, false);
+    write_state(paths, &state)?;
+    drop(lock);
+    let n = restored?;
+    say!("cowbell: {n} tab names restored that an earlier stop could not give back");
     Ok(0)
 }
 

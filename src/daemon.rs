@@ -178,8 +178,9 @@ pub enum Started {
     Detached,
     /// A daemon already ran; nothing changed.
     AlreadyRunning(Option<u32>),
-    /// cowbell is off for this server.
-    Off,
+    /// cowbell is off for this server; the lock is still held, so a
+    /// restore that a stop left unfinished can be finished under it.
+    Off(Lock),
     /// `--foreground`, or the detached child: the loop ran and returned.
     Exited(u8),
 }
@@ -197,7 +198,7 @@ pub fn start(paths: &Paths, replace: bool, foreground: bool) -> io::Result<Start
         },
     };
     if state::peek(&paths.state_file()).0.off {
-        return Ok(Started::Off);
+        return Ok(Started::Off(lock));
     }
     if !foreground {
         match sys::fork()? {

@@ -601,6 +601,39 @@ fn off_stays_off_until_on() {
 }
 
 #[test]
+fn off_while_the_server_is_down_gives_the_names_back_when_it_returns() {
+    let (mut cb, tabs) = running_with_tabs(&["api", "docs"]);
+    for (_, pane) in &tabs {
+        cb.herdr.set_status(pane, "blocked");
+    }
+    cb.expect_label(&tabs[0].0, "🔴 api", 2 * SECOND);
+    cb.expect_label(&tabs[1].0, "🔴 docs", 2 * SECOND);
+    cb.wait_state_saved(&[&tabs[0].0, &tabs[1].0]);
+    cb.herdr.stop();
+    let off = cb.action("off");
+    assert!(!off.status.success(), "no server, yet: {}", off.stdout);
+    assert!(cb.wait_for_no_daemon(3 * SECOND));
+    // The server comes back with the icons (a restart keeps names); its
+    // startup hook finishes the restore and starts nothing.
+    cb.herdr.start_again(true);
+    let outcome = cb.startup();
+    assert!(
+        outcome.stdout.contains("2 tab names restored"),
+        "{}",
+        outcome.stdout
+    );
+    assert_eq!(cb.herdr.label(&tabs[0].0), "api");
+    assert_eq!(cb.herdr.label(&tabs[1].0), "docs");
+    assert!(cb.daemons().is_empty());
+    let state = cb.state_json();
+    assert!(state.contains("\"off\":true"), "{state}");
+    assert!(state.contains("\"tabs\":{}"), "{state}");
+    // Once done, the next start has nothing left to give back.
+    let again = cb.startup();
+    assert!(!again.stdout.contains("restored"), "{}", again.stdout);
+}
+
+#[test]
 fn remove_icons_works_without_a_daemon_and_cleans_up_after_a_crash() {
     let (cb, tabs) = running_with_tabs(&["api", "docs"]);
     for (_, pane) in &tabs {
