@@ -768,10 +768,7 @@ impl EventLoop {
                     ..
                 }) => self.on_event(&name, tab_id, label, now),
                 Ok(Message::Error(error)) => {
-                    let refusal = format!(
-                        "herdr refused the event subscription: {}: {}",
-                        error.code, error.message
-                    );
+                    let refusal = format!("herdr refused the event subscription: {error}");
                     self.log.line(&refusal);
                     self.refusal = Some(refusal);
                 }
@@ -860,10 +857,8 @@ impl EventLoop {
                 }
                 Ok(Message::Error(error)) => {
                     // A pane closed between pane.list and the subscription.
-                    self.log.line(&format!(
-                        "status subscription refused: {}: {}",
-                        error.code, error.message
-                    ));
+                    self.log
+                        .line(&format!("status subscription refused: {error}"));
                 }
                 Ok(_) => {}
                 Err(malformed) => self.log.line(&malformed.0),
@@ -984,12 +979,8 @@ impl EventLoop {
     fn on_answer(&mut self, purpose: Purpose, message: Message, now: Instant) {
         match (purpose, message) {
             (purpose, Message::Error(error)) => {
-                self.log.line(&format!(
-                    "{}: herdr said {}: {}",
-                    describe(&purpose),
-                    error.code,
-                    error.message
-                ));
+                self.log
+                    .line(&format!("{}: herdr said {error}", describe(&purpose)));
                 self.request_failed(purpose, now);
             }
             (Purpose::ListTabs { restore: false }, Message::Tabs(_)) if self.stop.is_some() => {

@@ -169,6 +169,17 @@ pub struct ErrorBody {
     pub message: String,
 }
 
+/// `code: message`, with herdr's words cut and rid of control characters
+/// like any other text from the socket: an escape sequence in an error
+/// message must not reach the log or the terminal.
+impl std::fmt::Display for ErrorBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let code = excerpt(self.code.as_bytes());
+        let message = excerpt(self.message.as_bytes());
+        write!(f, "{code}: {message}")
+    }
+}
+
 #[derive(Deserialize, Default)]
 struct ResultBody {
     #[serde(rename = "type")]
@@ -385,7 +396,7 @@ impl std::fmt::Display for CallError {
             CallError::Closed => write!(f, "herdr closed the connection without an answer"),
             CallError::TooLong => write!(f, "answer longer than {} bytes", MAX_LINE),
             CallError::Malformed(malformed) => write!(f, "{malformed}"),
-            CallError::Herdr(error) => write!(f, "herdr said {}: {}", error.code, error.message),
+            CallError::Herdr(error) => write!(f, "herdr said {error}"),
         }
     }
 }
@@ -476,6 +487,20 @@ mod tests {
         assert_eq!(
             parse_line(br#"{"id":"s1","result":{"type":"subscription_started"}}"#),
             Ok(Message::SubscriptionStarted)
+        );
+    }
+
+    #[test]
+    fn herdr_error_text_is_shown_without_escape_sequences() {
+        let line =
+            br#"{"id":"x","error":{"code":"bad\u001b]0;t\u0007","message":"\u001b[2J\u009bgone"}}"#;
+        let Ok(Message::Error(error)) = parse_line(line) else {
+            panic!("not an error line");
+        };
+        assert_eq!(error.to_string(), "bad]0;t: [2Jgone");
+        assert_eq!(
+            CallError::Herdr(error).to_string(),
+            "herdr said bad]0;t: [2Jgone"
         );
     }
 
