@@ -1,10 +1,12 @@
 //! The daemon's log: `cowbell.log` in the per-server directory.
 //!
-//! One line per notable event, prefixed with a UTC timestamp. The file is
-//! capped at 1 MiB: past that it becomes `cowbell.log.1` (replacing the
-//! previous one) and a new file starts. A log that cannot be written is not
-//! a reason to stop keeping icons right, so write failures are ignored
-//! (and `status` still shows the daemon and every tab).
+//! One line per notable event, prefixed with a UTC timestamp, at most
+//! 4 KiB and free of control characters. The file is capped at 1 MiB: past
+//! that it becomes `cowbell.log.1` (replacing the previous one) and a new
+//! file starts, or, when it cannot be renamed, starts again empty. A log
+//! that cannot be written is not a reason to stop keeping icons right, so
+//! write failures are ignored (and `status` still shows the daemon and
+//! every tab).
 
 use std::fs::File;
 use std::io::Write;
@@ -14,6 +16,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use crate::files;
 
 pub const MAX_LOG_BYTES: u64 = 1 << 20;
+
+/// A line longer than this (a rename to a name of a megabyte, say) is cut.
+pub const MAX_LINE_BYTES: usize = 4096;
 
 pub struct Log {
     path: PathBuf,
@@ -44,6 +49,23 @@ impl Log {
             .map_or(0, |m| m.len());
     }
 
+    /// The full log becomes `cowbell.log.1`. When that rename fails (a
+    /// read-only directory, a directory in the way) the log starts again
+    /// empty instead, so it never outgrows its cap.
+    fn rotate(&mut self) {
+        let mut rotated = self.path.clone().into_os_string();
+        rotated.push(".1");
+        if std::fs::rename(&self.path, rotated).is_ok() {
+            self.reopen();
+        } else if let Some(file) = &self.file
+            && file.set_len(0).is_ok()
+        {
+            self.size = 0;
+        } else {
+            self.file = None;
+        }
+    }
+
     pub fn line(&mut self, message: &str) {
         let stamp = utc_timestamp(
             SystemTime::now()
@@ -51,16 +73,21 @@ impl Log {
                 .map_or(0, |d| d.as_secs()),
         );
         let mut line = format!("{stamp} [{}] {message}", std::process::id());
-        line.retain(|c| c != '\n' && c != '\r');
+        // Text from herdr reaches messages quoted, but one raw escape
+        // sequence would be one too many in a file people `cat`.
+        line.retain(|c| !c.is_control());
+        if line.len() > MAX_LINE_BYTES {
+            let cut = line.floor_char_boundary(MAX_LINE_BYTES);
+            let more = line.len() - cut;
+            line.truncate(cut);
+            line.push_str(&format!(" ... ({more} bytes more)"));
+        }
         line.push('\n');
         if self.echo_to_stderr {
             let _ = std::io::stderr().write_all(line.as_bytes());
         }
         if self.size + line.len() as u64 > MAX_LOG_BYTES {
-            let mut rotated = self.path.clone().into_os_string();
-            rotated.push(".1");
-            let _ = std::fs::rename(&self.path, rotated);
-            self.reopen();
+            self.rotate();
         }
         if let Some(file) = &mut self.file
             && file.write_all(line.as_bytes()).is_ok()
@@ -143,6 +170,36 @@ mod tests {
             "{size} {rotated}"
         );
         assert!(size + rotated > 1_000_000);
+    }
+
+    #[test]
+    fn a_log_that_cannot_rotate_starts_again_instead_of_growing() {
+        let temp = TempDir::new("log-stuck");
+        let path = temp.0.join("cowbell.log");
+        // A non-empty directory where the rotated file would go.
+        std::fs::create_dir_all(temp.0.join("cowbell.log.1/x")).unwrap();
+        let mut log = Log::open(path.clone());
+        let message = "x".repeat(1000);
+        for _ in 0..3000 {
+            log.line(&message);
+        }
+        let size = std::fs::metadata(&path).unwrap().len();
+        assert!(size <= MAX_LOG_BYTES, "{size}");
+    }
+
+    #[test]
+    fn lines_are_cut_and_rid_of_control_characters() {
+        let temp = TempDir::new("log-lines");
+        let path = temp.0.join("cowbell.log");
+        let mut log = Log::open(path.clone());
+        log.line("a \u{1b}[2J\u{9b}31m\tb\rc\nd");
+        log.line(&"é".repeat(100_000));
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        assert!(lines[0].ends_with("] a [2J31mbcd"), "{}", lines[0]);
+        assert!(lines[1].len() <= MAX_LINE_BYTES + 40, "{}", lines[1].len());
+        assert!(lines[1].ends_with("bytes more)"), "{}", &lines[1][4000..]);
     }
 
     #[test]
