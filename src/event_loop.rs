@@ -233,6 +233,8 @@ pub struct EventLoop {
     tracker: Tracker,
     clock: Clock,
     last_saved: Option<u64>,
+    /// The last save failed (and was logged).
+    save_failing: bool,
 
     lifecycle: Option<Subscription>,
     status: Option<Subscription>,
@@ -306,6 +308,7 @@ impl EventLoop {
             tracker,
             clock,
             last_saved: None,
+            save_failing: false,
             lifecycle: None,
             status: None,
             subscribed_panes: PaneSet::default(),
@@ -1214,11 +1217,21 @@ impl EventLoop {
             self.clock,
             &mut self.last_saved,
         );
-        if let Err(error) = saved {
-            self.log.line(&format!(
-                "cannot save {}: {error}",
-                self.paths.state_file().display()
-            ));
+        // A failed save is tried again at every later one, but said once:
+        // a read-only directory must not cost a log line per resync.
+        match saved {
+            Err(error) if !self.save_failing => {
+                self.save_failing = true;
+                self.log.line(&format!(
+                    "cannot save {}: {error}",
+                    self.paths.state_file().display()
+                ));
+            }
+            Ok(true) if self.save_failing => {
+                self.save_failing = false;
+                self.log.line("state saved again");
+            }
+            _ => {}
         }
     }
 }

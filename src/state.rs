@@ -168,34 +168,25 @@ fn read(path: &Path) -> Result<State, Unusable> {
 pub fn peek(path: &Path) -> (State, Option<String>) {
     match read(path) {
         Ok(state) => (state, None),
-        Err(Unusable::Corrupt(why)) => (
-            State::default(),
-            Some(format!("{} is corrupt ({why})", path.display())),
-        ),
-        Err(Unusable::Unreadable(error)) => (
-            State::default(),
-            Some(format!("cannot read {}: {error}", path.display())),
-        ),
+        Err(unusable) => (State::default(), Some(describe(path, &unusable))),
+    }
+}
+
+fn describe(path: &Path, unusable: &Unusable) -> String {
+    match unusable {
+        Unusable::Corrupt(why) => format!("{} is corrupt ({why})", path.display()),
+        Unusable::Unreadable(error) => format!("cannot read {}: {error}", path.display()),
     }
 }
 
 /// Reads state.json for whoever will write it. Problems come back as
-/// warnings; the state is then empty, and a corrupt file has been moved
-/// aside.
+/// warnings; the state is then empty, and the file has been moved aside:
+/// a corrupt one, and an unreadable one too (another user's, say), which
+/// the next save would otherwise replace unread.
 pub fn load(path: &Path, now_unix_secs: u64) -> (State, Option<String>) {
     let problem = match read(path) {
         Ok(state) => return (state, None),
-        // Unreadable (permissions, a symlink): leave it where it is.
-        Err(Unusable::Unreadable(error)) => {
-            return (
-                State::default(),
-                Some(format!(
-                    "cannot read {}: {error}; starting empty",
-                    path.display()
-                )),
-            );
-        }
-        Err(Unusable::Corrupt(problem)) => problem,
+        Err(unusable) => describe(path, &unusable),
     };
     let aside = corrupt_name(path, now_unix_secs);
     let moved = match std::fs::rename(path, &aside) {
@@ -204,10 +195,7 @@ pub fn load(path: &Path, now_unix_secs: u64) -> (State, Option<String>) {
     };
     (
         State::default(),
-        Some(format!(
-            "{} is corrupt ({problem}); {moved}; starting empty",
-            path.display()
-        )),
+        Some(format!("{problem}; {moved}; starting empty")),
     )
 }
 
@@ -228,9 +216,9 @@ fn corrupt_name(path: &Path, now_unix_secs: u64) -> PathBuf {
 
 /// Writes the state unless its text is the one last saved, known by its
 /// fingerprint (for 1000 tabs the text is ~300 KB, not worth keeping).
-/// A failed write is not tried again until the state changes, so a
-/// read-only directory costs one log line, not one per resync. Returns
-/// whether it wrote.
+/// The fingerprint is kept only once the write succeeded, so a save that
+/// failed (a full disk) is tried again at the next one. Returns whether it
+/// wrote.
 pub fn save(path: &Path, state: &State, last_saved: &mut Option<u64>) -> io::Result<bool> {
     write_unless_saved(path, &encode(state), last_saved)
 }
@@ -251,11 +239,19 @@ fn write_unless_saved(path: &Path, text: &str, last_saved: &mut Option<u64>) -> 
     if *last_saved == Some(fingerprint) {
         return Ok(false);
     }
-    *last_saved = Some(fingerprint);
+    // A file cowbell could not read back would be taken for a corrupt one
+    // and moved aside: better keep the last one that fits.
+    if text.len() as u64 > MAX_STATE_BYTES {
+        return Err(io::Error::other(format!(
+            "the state is {} bytes, more than the {MAX_STATE_BYTES} cowbell reads back (tab names of megabytes?); the file keeps the last state that fitted",
+            text.len()
+        )));
+    }
     if let Some(dir) = path.parent() {
         files::ensure_private_dir(dir)?;
     }
     files::write_atomically(path, text.as_bytes())?;
+    *last_saved = Some(fingerprint);
     Ok(true)
 }
 
@@ -455,6 +451,59 @@ mod tests {
             .mode()
             & 0o777;
         assert_eq!(dir_mode, 0o700);
+    }
+
+    #[test]
+    fn a_failed_save_is_tried_again_with_the_same_state() {
+        let temp = TempDir::new("retry");
+        let dir = temp.0.join("server");
+        let path = dir.join("state.json");
+        // Something in the way of the directory, then gone (as a full disk
+        // fills and frees).
+        std::fs::write(&dir, b"").unwrap();
+        let mut last = None;
+        assert!(save(&path, &sample(), &mut last).is_err());
+        std::fs::remove_file(&dir).unwrap();
+        assert!(save(&path, &sample(), &mut last).unwrap());
+        assert_eq!(load(&path, 0), (sample(), None));
+    }
+
+    #[test]
+    fn a_state_too_large_to_read_back_is_not_written() {
+        let temp = TempDir::new("large");
+        let path = temp.0.join("state.json");
+        let mut last = None;
+        assert!(save(&path, &sample(), &mut last).unwrap());
+        let mut large = sample();
+        large.tabs.get_mut("w1:t1").unwrap().base = "\u{1}".repeat(2 << 20);
+        let error = save(&path, &large, &mut last).unwrap_err();
+        assert!(error.to_string().contains("reads back"), "{error}");
+        // The file keeps the last state that fitted, and reads as such.
+        assert_eq!(load(&path, 0), (sample(), None));
+    }
+
+    #[test]
+    fn an_unreadable_file_is_moved_aside_not_overwritten() {
+        let temp = TempDir::new("unreadable");
+        let path = temp.0.join("state.json");
+        let target = temp.0.join("elsewhere");
+        std::fs::write(&target, encode(&sample())).unwrap();
+        std::os::unix::fs::symlink(&target, &path).unwrap();
+        let (state, warning) = load(&path, 1234);
+        assert_eq!(state, State::default());
+        let warning = warning.unwrap();
+        assert!(
+            warning.contains("cannot read") && warning.contains("corrupt-1234"),
+            "{warning}"
+        );
+        assert!(std::fs::symlink_metadata(&path).is_err());
+        assert!(
+            std::fs::symlink_metadata(temp.0.join("state.json.corrupt-1234"))
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), encode(&sample()));
     }
 
     #[test]

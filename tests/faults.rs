@@ -1454,6 +1454,19 @@ fn a_state_file_owned_by_another_user_and_unreadable_is_survived() {
     cb.wait_for_daemon(2 * SECOND);
     assert_icons(&cb, &names, 3 * SECOND);
     expect_log(&cb, "state: ", SECOND);
+    // Moved aside, not replaced unread by the next save.
+    let aside: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|entry| {
+            let name = entry.unwrap().file_name().into_string().unwrap();
+            name.starts_with("state.json.corrupt-").then_some(name)
+        })
+        .collect();
+    assert_eq!(aside.len(), 1, "{aside:?}\n{}", cb.log());
+    assert_eq!(
+        std::fs::read(dir.join(&aside[0])).unwrap(),
+        b"{\"version\":1,\"off\":true,\"tabs\":{}}"
+    );
     assert_one_daemon(&cb);
     sigterm_restores_every_name(&cb, &names);
 }
