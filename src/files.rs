@@ -19,11 +19,18 @@ pub fn fingerprint(bytes: &[u8]) -> u64 {
     })
 }
 
-/// Creates `dir` (and its parents) as 0700 if missing, and refuses a
-/// directory that is a symlink or not a directory.
+/// Creates `dir` (and its parents) as 0700 if missing, makes an existing
+/// one 0700, and refuses a directory that is a symlink or not a directory.
 pub fn ensure_private_dir(dir: &Path) -> io::Result<()> {
     match fs::symlink_metadata(dir) {
-        Ok(meta) if meta.file_type().is_dir() => return Ok(()),
+        Ok(meta) if meta.file_type().is_dir() => {
+            // Left open by an older version or by hand, it would let others
+            // plant a state.json. Not ours to change (EPERM): leave it.
+            if meta.permissions().mode() & 0o077 != 0 {
+                let _ = fs::set_permissions(dir, fs::Permissions::from_mode(0o700));
+            }
+            return Ok(());
+        }
         Ok(_) => {
             return Err(io::Error::new(
                 io::ErrorKind::AlreadyExists,
@@ -38,8 +45,9 @@ pub fn ensure_private_dir(dir: &Path) -> io::Result<()> {
     fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
 }
 
-/// Opens a private file for appending or locking, creating it 0600.
-/// Only a regular file will do: a FIFO planted there would block us.
+/// Opens a private file for appending or locking, creating it 0600 (and
+/// making an existing one 0600). Only a regular file will do: a FIFO
+/// planted there would block us.
 pub fn open_private(path: &Path, append: bool) -> io::Result<File> {
     let mut options = OpenOptions::new();
     options
@@ -52,8 +60,11 @@ pub fn open_private(path: &Path, append: bool) -> io::Result<File> {
     } else {
         options.write(true);
     }
-    let file = options.open(path)?;
-    regular(file)
+    let file = regular(options.open(path)?)?;
+    if file.metadata()?.permissions().mode() & 0o077 != 0 {
+        let _ = file.set_permissions(fs::Permissions::from_mode(0o600));
+    }
+    Ok(file)
 }
 
 /// Opens an existing private file read-only, for a look that must not
@@ -186,6 +197,22 @@ pub mod tests {
             1,
             "no temp file left behind"
         );
+    }
+
+    #[test]
+    fn existing_dirs_and_files_are_made_private() {
+        let temp = TempDir::new("loose");
+        let dir = temp.0.join("server");
+        fs::create_dir(&dir).unwrap();
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o777)).unwrap();
+        let file = dir.join("cowbell.log");
+        fs::write(&file, b"").unwrap();
+        fs::set_permissions(&file, fs::Permissions::from_mode(0o666)).unwrap();
+        ensure_private_dir(&dir).unwrap();
+        open_private(&file, true).unwrap();
+        let mode = |path: &Path| fs::metadata(path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&dir), 0o700);
+        assert_eq!(mode(&file), 0o600);
     }
 
     #[test]
