@@ -64,7 +64,11 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let paths = Paths::from_env();
+    // Only the commands that use them need the paths (and HOME).
+    let paths = Paths::from_env().map_err(|why| error::Error::Io {
+        what: "finding cowbell's files".into(),
+        source: std::io::Error::other(why),
+    });
     let result = match command {
         Command::Help(text) => {
             say_raw!("{text}");
@@ -77,15 +81,15 @@ fn main() -> ExitCode {
         Command::Daemon {
             replace,
             foreground,
-        } => commands::daemon(&paths, replace, foreground),
-        Command::Watchdog => commands::watchdog(&paths),
-        Command::On => commands::on(&paths),
-        Command::Off => commands::off(&paths, false),
-        Command::RemoveIcons => commands::off(&paths, true),
-        Command::Status { json } => commands::status(&paths, json),
-        Command::Sync => commands::sync(&paths),
+        } => paths.and_then(|paths| commands::daemon(&paths, replace, foreground)),
+        Command::Watchdog => paths.and_then(|paths| commands::watchdog(&paths)),
+        Command::On => paths.and_then(|paths| commands::on(&paths)),
+        Command::Off => paths.and_then(|paths| commands::off(&paths, false)),
+        Command::RemoveIcons => paths.and_then(|paths| commands::off(&paths, true)),
+        Command::Status { json } => paths.and_then(|paths| commands::status(&paths, json)),
+        Command::Sync => paths.and_then(|paths| commands::sync(&paths)),
         Command::Presets => commands::presets(),
-        Command::ConfigCheck => commands::config_check(&paths),
+        Command::ConfigCheck => paths.and_then(|paths| commands::config_check(&paths)),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -19,40 +19,52 @@ pub struct Paths {
 }
 
 impl Paths {
-    pub fn from_env() -> Paths {
+    pub fn from_env() -> Result<Paths, String> {
         Paths::from_lookup(|name| std::env::var_os(name).filter(|value| !value.is_empty()))
     }
 
-    pub fn from_lookup(lookup: impl Fn(&str) -> Option<OsString>) -> Paths {
-        let home = lookup("HOME")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from("/"));
-        let config_home = lookup("XDG_CONFIG_HOME")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| home.join(".config"));
-        let state_home = lookup("XDG_STATE_HOME")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| home.join(".local/state"));
-        let default_socket = config_home.join("herdr/herdr.sock");
+    /// The paths from the environment `lookup` gives. Fails, saying what to
+    /// set, only when a path is needed that only an absolute HOME could
+    /// give: guessing `/` would put files at the root of the filesystem.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<OsString>) -> Result<Paths, String> {
+        // A relative XDG value is invalid by the XDG spec, and a relative
+        // HOME as bad: the files would move with the working directory.
+        let absolute = |name: &str| {
+            lookup(name)
+                .map(PathBuf::from)
+                .filter(|path| path.is_absolute())
+        };
+        let home = absolute("HOME");
+        let config_home =
+            absolute("XDG_CONFIG_HOME").or_else(|| Some(home.as_ref()?.join(".config")));
+        let state_home =
+            absolute("XDG_STATE_HOME").or_else(|| Some(home.as_ref()?.join(".local/state")));
+        let default_socket = config_home.as_ref().map(|dir| dir.join("herdr/herdr.sock"));
+        let unknown = |what: &str, vars: &str| {
+            format!("cannot tell where {what} is without an absolute HOME; set {vars}")
+        };
         let socket = lookup("HERDR_SOCKET_PATH")
             .map(PathBuf::from)
-            .unwrap_or_else(|| default_socket.clone());
+            .or_else(|| default_socket.clone())
+            .ok_or_else(|| unknown("herdr's socket", "HERDR_SOCKET_PATH or HOME"))?;
         let state_dir = lookup("HERDR_PLUGIN_STATE_DIR")
             .map(PathBuf::from)
-            .unwrap_or_else(|| state_home.join("herdr/plugins/cowbell"));
+            .or_else(|| Some(state_home?.join("herdr/plugins/cowbell")))
+            .ok_or_else(|| unknown("the state directory", "HERDR_PLUGIN_STATE_DIR or HOME"))?;
         let config_dir = lookup("HERDR_PLUGIN_CONFIG_DIR")
             .map(PathBuf::from)
-            .unwrap_or_else(|| config_home.join("herdr/plugins/config/cowbell"));
+            .or_else(|| Some(config_home?.join("herdr/plugins/config/cowbell")))
+            .ok_or_else(|| unknown("the config directory", "HERDR_PLUGIN_CONFIG_DIR or HOME"))?;
         let plugin_id = lookup("HERDR_PLUGIN_ID")
             .and_then(|id| id.into_string().ok())
             .unwrap_or_else(|| "cowbell".to_string());
-        let server_dir = state_dir.join(server_dir_name(&socket, &default_socket));
-        Paths {
+        let server_dir = state_dir.join(server_dir_name(&socket, default_socket.as_deref()));
+        Ok(Paths {
             socket,
             config_file: config_dir.join("config.json"),
             server_dir,
             plugin_id,
-        }
+        })
     }
 
     pub fn state_file(&self) -> PathBuf {
@@ -68,8 +80,12 @@ impl Paths {
     }
 }
 
-/// The subdirectory of the state directory that belongs to one server.
-pub fn server_dir_name(socket: &Path, default_socket: &Path) -> String {
+/// The subdirectory of the state directory that belongs to one server
+/// (any socket is "another path" when herdr's default is unknown).
+pub fn server_dir_name(socket: &Path, default_socket: Option<&Path>) -> String {
+    let Some(default_socket) = default_socket else {
+        return hashed(socket);
+    };
     if socket == default_socket {
         return "default".to_string();
     }
@@ -94,6 +110,10 @@ pub fn server_dir_name(socket: &Path, default_socket: &Path) -> String {
             return format!("session-{name}");
         }
     }
+    hashed(socket)
+}
+
+fn hashed(socket: &Path) -> String {
     format!(
         "socket-{:016x}",
         crate::files::fingerprint(socket.as_os_str().as_encoded_bytes())
@@ -120,7 +140,8 @@ mod tests {
             ("HERDR_PLUGIN_STATE_DIR", "/s"),
             ("HERDR_PLUGIN_CONFIG_DIR", "/c"),
             ("HERDR_PLUGIN_ID", "cowbell-dev"),
-        ]));
+        ]))
+        .unwrap();
         assert_eq!(paths.server_dir, PathBuf::from("/s/default"));
         assert_eq!(paths.config_file, PathBuf::from("/c/config.json"));
         assert_eq!(paths.plugin_id, "cowbell-dev");
@@ -129,7 +150,7 @@ mod tests {
 
     #[test]
     fn fallbacks_follow_xdg_then_home() {
-        let paths = Paths::from_lookup(lookup(&[("HOME", "/home/u")]));
+        let paths = Paths::from_lookup(lookup(&[("HOME", "/home/u")])).unwrap();
         assert_eq!(
             paths.socket,
             PathBuf::from("/home/u/.config/herdr/herdr.sock")
@@ -146,7 +167,8 @@ mod tests {
             ("HOME", "/h"),
             ("XDG_CONFIG_HOME", "/x"),
             ("XDG_STATE_HOME", "/y"),
-        ]));
+        ]))
+        .unwrap();
         assert_eq!(paths.socket, PathBuf::from("/x/herdr/herdr.sock"));
         assert_eq!(
             paths.server_dir,
@@ -159,19 +181,52 @@ mod tests {
     }
 
     #[test]
+    fn relative_values_are_ignored_and_no_home_is_said_not_guessed() {
+        let paths = Paths::from_lookup(lookup(&[
+            ("HOME", "/h"),
+            ("XDG_CONFIG_HOME", "x"),
+            ("XDG_STATE_HOME", "./y"),
+        ]))
+        .unwrap();
+        assert_eq!(paths.socket, PathBuf::from("/h/.config/herdr/herdr.sock"));
+        assert_eq!(
+            paths.server_dir,
+            PathBuf::from("/h/.local/state/herdr/plugins/cowbell/default")
+        );
+        for home in [&[][..], &[("HOME", "home/u")][..]] {
+            let error = Paths::from_lookup(lookup(home)).unwrap_err();
+            assert!(error.contains("HERDR_SOCKET_PATH or HOME"), "{error}");
+        }
+        let error = Paths::from_lookup(lookup(&[("HERDR_SOCKET_PATH", "/s.sock")])).unwrap_err();
+        assert!(error.contains("the state directory"), "{error}");
+        // herdr's hooks give everything: no HOME needed. The default socket
+        // is unknown then, so the server's directory is named by hash.
+        let paths = Paths::from_lookup(lookup(&[
+            ("HERDR_SOCKET_PATH", "/s.sock"),
+            ("HERDR_PLUGIN_STATE_DIR", "/s"),
+            ("HERDR_PLUGIN_CONFIG_DIR", "/c"),
+        ]))
+        .unwrap();
+        assert!(
+            paths.server_dir.to_str().unwrap().starts_with("/s/socket-"),
+            "{paths:?}"
+        );
+    }
+
+    #[test]
     fn each_server_gets_its_own_directory() {
         let default = Path::new("/home/u/.config/herdr/herdr.sock");
-        assert_eq!(server_dir_name(default, default), "default");
+        assert_eq!(server_dir_name(default, Some(default)), "default");
         let session = Path::new("/home/u/.config/herdr/sessions/work/herdr.sock");
-        assert_eq!(server_dir_name(session, default), "session-work");
+        assert_eq!(server_dir_name(session, Some(default)), "session-work");
         // The same shape elsewhere is another server: a directory of its own.
         let elsewhere = Path::new("/srv/herdr/sessions/work/herdr.sock");
-        assert!(server_dir_name(elsewhere, default).starts_with("socket-"));
+        assert!(server_dir_name(elsewhere, Some(default)).starts_with("socket-"));
         let odd = Path::new("/home/u/.config/herdr/sessions/../x/herdr.sock");
-        assert!(server_dir_name(odd, default).starts_with("socket-"));
-        let a = server_dir_name(Path::new("/tmp/a.sock"), default);
-        let b = server_dir_name(Path::new("/tmp/b.sock"), default);
+        assert!(server_dir_name(odd, Some(default)).starts_with("socket-"));
+        let a = server_dir_name(Path::new("/tmp/a.sock"), Some(default));
+        let b = server_dir_name(Path::new("/tmp/b.sock"), Some(default));
         assert!(a.starts_with("socket-") && a.len() == 23 && a != b);
-        assert_eq!(a, server_dir_name(Path::new("/tmp/a.sock"), default));
+        assert_eq!(a, server_dir_name(Path::new("/tmp/a.sock"), Some(default)));
     }
 }
