@@ -5,7 +5,7 @@
 //! agent states and plugins, herdr's 512-event buffer, and polled event
 //! delivery to subscribers (one event per subscription entry per poll, every
 //! 100 ms by default). Output lines reproduce the shapes recorded from a real
-//! herdr in `shared/herdr/transcripts/`, key order included: responses keep
+//! herdr in `tests/transcripts/`, key order included: responses keep
 //! herdr's struct field order, events have alphabetically sorted keys (herdr
 //! serialises them through `serde_json::Value`).
 //!

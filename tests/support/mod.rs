@@ -23,14 +23,11 @@ use std::time::{Duration, Instant};
 // Transcripts recorded from a real herdr 0.8.2
 // ---------------------------------------------------------------------------
 
-/// Path of a file in `shared/herdr/transcripts/`, which sits beside the crate
-/// both here and in CI.
+/// Path of a file in `tests/transcripts/`: the lines recorded from a real
+/// herdr 0.8.2, copied verbatim from the project's `shared/herdr/transcripts/`
+/// so a clone or a release tarball tests on its own.
 pub fn transcript_path(name: &str) -> PathBuf {
-    Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../shared/herdr/transcripts"
-    ))
-    .join(name)
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/transcripts")).join(name)
 }
 
 /// Reads a transcript; a missing file fails the test loudly (the shape checks
@@ -40,7 +37,7 @@ pub fn read_transcript(name: &str) -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|e| {
         panic!(
             "cannot read herdr transcript {}: {e}\n\
-             (the shared/ folder with herdr's transcripts must sit beside the crate)",
+             (tests/transcripts/ holds herdr's recorded lines)",
             path.display()
         )
     })
