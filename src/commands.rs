@@ -51,6 +51,9 @@ pub fn watchdog(paths: &Paths) -> Result<u8, Error> {
 }
 
 pub fn on(paths: &Paths) -> Result<u8, Error> {
+    // Without a server the daemon would only wait for one, and exit after
+    // two minutes: say so now, and change nothing.
+    list_tab_infos(paths)?;
     if let Holder::Free(lock) =
         daemon::try_lock(paths).map_err(at_pidfile(paths, "locking the pidfile"))?
     {

@@ -722,21 +722,27 @@ fn status_reports_the_daemon_the_server_and_every_tab() {
 fn short_commands_say_clearly_when_there_is_no_server() {
     let mut cb = Cowbell::new();
     cb.herdr.stop();
-    let outcome = cb.run(&["sync"]);
-    assert_eq!(outcome.status.code(), Some(3));
-    assert!(
-        outcome.stderr.starts_with("cowbell: herdr server at"),
-        "{}",
-        outcome.stderr
-    );
-    assert_eq!(outcome.stderr.lines().count(), 1, "{}", outcome.stderr);
+    for command in ["sync", "on"] {
+        let outcome = cb.run(&[command]);
+        assert_eq!(outcome.status.code(), Some(3), "{command}");
+        assert!(
+            outcome.stderr.starts_with("cowbell: herdr server at"),
+            "{command}: {}",
+            outcome.stderr
+        );
+        assert_eq!(outcome.stderr.lines().count(), 1, "{}", outcome.stderr);
+    }
+    // `on` started no daemon to wait two minutes for a server.
+    assert!(cb.daemons().is_empty());
     std::fs::write(&cb.socket, b"not a socket").unwrap();
-    let outcome = cb.run(&["sync"]);
-    assert!(
-        outcome.stderr.contains("not a socket"),
-        "{}",
-        outcome.stderr
-    );
+    for command in ["sync", "on"] {
+        let outcome = cb.run(&[command]);
+        assert!(
+            outcome.stderr.contains("not a socket"),
+            "{command}: {}",
+            outcome.stderr
+        );
+    }
 }
 
 #[test]
