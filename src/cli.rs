@@ -21,8 +21,7 @@ cowbell: status icons in front of herdr tab names
 Usage: cowbell <command> [options]
 
 Commands:
-  daemon [--replace] [--foreground]
-                  run the daemon for this herdr server (detaches unless --foreground)
+  daemon          run the daemon for this herdr server (--replace, --foreground)
   watchdog        start the daemon if none runs (the pane.agent_detected hook)
   on              clear the off flag and start (or replace) the daemon
   off             stop the daemon, restore every tab name, stay off until `on`
@@ -281,6 +280,11 @@ mod tests {
             "config check",
         ] {
             assert!(HELP.contains(&format!("\n  {command}")), "{command}");
+        }
+        // One line each: no description wraps onto a line of its own.
+        let commands = HELP.split("Commands:\n").nth(1).unwrap();
+        for line in commands.lines().take_while(|line| !line.is_empty()) {
+            assert!(!line.starts_with("   "), "{line:?}");
         }
     }
 }

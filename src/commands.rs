@@ -473,7 +473,7 @@ pub fn presets() -> Result<u8, Error> {
 pub fn config_check(paths: &Paths) -> Result<u8, Error> {
     let loaded = config::load(&paths.config_file);
     for problem in &loaded.problems {
-        complain!("{}", problem.message);
+        complain!("cowbell: {}", problem.message);
     }
     if loaded.has_errors() {
         let problems = loaded
@@ -483,6 +483,6 @@ pub fn config_check(paths: &Paths) -> Result<u8, Error> {
             .count();
         return Err(Error::Config { problems });
     }
-    say!("{}", loaded.config.to_json());
+    say_raw!("{}", loaded.config.to_json());
     Ok(0)
 }

@@ -38,6 +38,7 @@ fn a_missing_file_means_defaults() {
         stdout.contains("\"preset\": \"emoji\"") || stdout.contains("\"preset\":\"emoji\""),
         "{stdout}"
     );
+    assert!(stdout.ends_with("}\n"), "{stdout:?}");
 }
 
 #[test]
