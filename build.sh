@@ -63,6 +63,13 @@ for arg in "$@"; do
     esac
 done
 
+# A relative CARGO_TARGET_DIR is the caller's, as it is for cargo itself:
+# make it absolute before leaving the caller's directory.
+case ${CARGO_TARGET_DIR:-} in
+    ''|/*) ;;
+    *) CARGO_TARGET_DIR=$(pwd)/$CARGO_TARGET_DIR; export CARGO_TARGET_DIR ;;
+esac
+
 # Work from the directory holding this script (the repository root).
 case $0 in
     */*) cd "${0%/*}" ;;
@@ -77,7 +84,7 @@ if ! command -v cargo >/dev/null 2>&1; then
         export PATH
         say "using cargo from $cargo_bin (not on PATH)"
     else
-        echo "cowbell: build.sh: cargo not found; install Rust from https://rustup.rs and run sh build.sh again" >&2
+        echo "build.sh: cargo not found; install Rust from https://rustup.rs and run sh build.sh again" >&2
         exit 1
     fi
 fi
