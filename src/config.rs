@@ -317,7 +317,7 @@ fn parse_icons(value: &Json, file: &str, config: &mut Config, problems: &mut Vec
             }
             _ => problems.push(error(format!(
                 "{file}: \"icons\".{}: found {}, allowed: a string without control \
-                 characters or newlines (\"\" for no icon)",
+                 characters or newlines, not U+FE0F alone (\"\" for no icon)",
                 quote(name),
                 describe(icon)
             ))),
@@ -620,23 +620,23 @@ mod tests {
             (
                 r#"{"icons": {"done": "\ufe0f"}}"#,
                 "config.json: \"icons\".\"done\": found \"\u{fe0f}\", allowed: a string without \
-                 control characters or newlines (\"\" for no icon)",
+                 control characters or newlines, not U+FE0F alone (\"\" for no icon)",
             ),
             (
                 r#"{"icons": {"done": "\u0085x\u009b31m"}}"#,
-                r#"config.json: "icons"."done": found "\u0085x\u009b31m", allowed: a string without control characters or newlines ("" for no icon)"#,
+                r#"config.json: "icons"."done": found "\u0085x\u009b31m", allowed: a string without control characters or newlines, not U+FE0F alone ("" for no icon)"#,
             ),
             (
                 r#"{"icons": {"blocked": null}}"#,
-                r#"config.json: "icons"."blocked": found null, allowed: a string without control characters or newlines ("" for no icon)"#,
+                r#"config.json: "icons"."blocked": found null, allowed: a string without control characters or newlines, not U+FE0F alone ("" for no icon)"#,
             ),
             (
                 r#"{"icons": {"done": "a\u0007"}}"#,
-                r#"config.json: "icons"."done": found "a\u0007", allowed: a string without control characters or newlines ("" for no icon)"#,
+                r#"config.json: "icons"."done": found "a\u0007", allowed: a string without control characters or newlines, not U+FE0F alone ("" for no icon)"#,
             ),
             (
                 r#"{"icons": {"done": "\n"}}"#,
-                r#"config.json: "icons"."done": found "\n", allowed: a string without control characters or newlines ("" for no icon)"#,
+                r#"config.json: "icons"."done": found "\n", allowed: a string without control characters or newlines, not U+FE0F alone ("" for no icon)"#,
             ),
         ];
         for (text, message) in cases {
