@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use crate::json_check::{self, Json};
 use crate::labels::{self, Labeler, Status};
-use crate::log::quote;
+use crate::log::{quote, quote_short};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
@@ -223,7 +223,7 @@ pub fn parse(text: &str, file: &str) -> (Config, Vec<Problem>) {
         let problem = |allowed: &str| {
             error(format!(
                 "{file}: {}: found {}, allowed: {allowed}",
-                quote(key),
+                quote_short(key),
                 describe(value)
             ))
         };
@@ -273,7 +273,7 @@ pub fn parse(text: &str, file: &str) -> (Config, Vec<Problem>) {
                 severity: Severity::Warning,
                 message: format!(
                     "{file}: unknown key {}, ignored; valid keys: {KEYS}",
-                    quote(key)
+                    quote_short(key)
                 ),
             }),
         }
@@ -298,7 +298,7 @@ fn parse_icons(value: &Json, file: &str, config: &mut Config, problems: &mut Vec
                 severity: Severity::Warning,
                 message: format!(
                     "{file}: \"icons\": unknown status {}, ignored; valid statuses: {statuses}",
-                    quote(name)
+                    quote_short(name)
                 ),
             });
             continue;
@@ -318,7 +318,7 @@ fn parse_icons(value: &Json, file: &str, config: &mut Config, problems: &mut Vec
             _ => problems.push(error(format!(
                 "{file}: \"icons\".{}: found {}, allowed: a string without control \
                  characters or newlines, not U+FE0F alone (\"\" for no icon)",
-                quote(name),
+                quote_short(name),
                 describe(icon)
             ))),
         }
@@ -352,21 +352,16 @@ fn whole_number(value: &Json) -> Option<u64> {
 /// A found value as the message shows it: scalars as written, long ones
 /// cut short so one bad value cannot flood the terminal.
 fn describe(value: &Json) -> String {
-    const MAX_CHARS: usize = 40;
-    let cut = |text: &str| -> Option<String> {
-        (text.chars().count() > MAX_CHARS).then(|| text.chars().take(MAX_CHARS).collect())
-    };
+    // A number literal is ASCII: any byte is a char boundary.
+    const MAX_DIGITS: usize = 40;
     match value {
         Json::Null => "null".to_string(),
         Json::Bool(boolean) => boolean.to_string(),
-        Json::Number(literal) => match cut(literal) {
-            Some(start) => format!("{start}..."),
-            None => literal.clone(),
-        },
-        Json::String(string) => match cut(string) {
-            Some(start) => format!("{}...", quote(&start)),
-            None => quote(string),
-        },
+        Json::Number(literal) if literal.len() > MAX_DIGITS => {
+            format!("{}...", &literal[..MAX_DIGITS])
+        }
+        Json::Number(literal) => literal.clone(),
+        Json::String(string) => quote_short(string),
         Json::Array => "an array".to_string(),
         Json::Object(_) => "an object".to_string(),
     }
@@ -734,6 +729,18 @@ mod tests {
         let (_, messages) = messages(r#"{"future": {"deep": [1, {"x": null}]}}"#);
         assert_eq!(messages.len(), 1);
         assert!(messages[0].contains("unknown key \"future\""));
+    }
+
+    #[test]
+    fn long_keys_are_cut_in_messages_like_long_values() {
+        let key = "k".repeat(200_000);
+        let text = format!(r#"{{"{key}": 1, "{key}": 2, "icons": {{"{key}": ""}}}}"#);
+        let (_, messages) = messages(&text);
+        assert_eq!(messages.len(), 3, "{messages:?}");
+        for message in &messages {
+            assert!(message.len() < 300, "{message}");
+            assert!(message.contains(&format!("\"{}\"...", "k".repeat(40))));
+        }
     }
 
     struct TempDir(PathBuf);

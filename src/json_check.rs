@@ -12,7 +12,7 @@
 //! than a second walk after miniserde's `Value`, whose map of values and
 //! float formatting cost 4 KiB of binary for six settings.
 
-use crate::log::quote;
+use crate::log::quote_short;
 
 /// The first error in a JSON text. `line` and `column` count from 1, and
 /// the column counts characters, not bytes, as editors do.
@@ -152,7 +152,7 @@ impl<'a> Reader<'a> {
         if self.duplicates.len() < MAX_REPEATS_SHOWN {
             let what = format!(
                 "the key {} appears again; only the last one counts",
-                quote(key)
+                quote_short(key)
             );
             self.duplicates.push((start, what));
         } else {

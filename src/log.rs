@@ -113,6 +113,17 @@ pub fn quote(text: &str) -> String {
     quoted
 }
 
+/// `quote` for what a person wrote (a config key or value): past 40
+/// characters it is cut, with `...` after the closing quote, so one long
+/// string cannot flood a message.
+pub fn quote_short(text: &str) -> String {
+    const MAX_CHARS: usize = 40;
+    match text.char_indices().nth(MAX_CHARS) {
+        Some((cut, _)) => format!("{}...", quote(&text[..cut])),
+        None => quote(text),
+    }
+}
+
 /// `2026-11-30T05:02:36Z` from Unix seconds (days-to-civil, Howard
 /// Hinnant's algorithm), to avoid a date crate.
 pub fn utc_timestamp(unix_secs: u64) -> String {
