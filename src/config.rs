@@ -332,11 +332,8 @@ fn error(message: String) -> Problem {
     }
 }
 
-/// Also the Unicode line and paragraph separators, which break a tab bar
-/// as surely as a newline does.
 fn has_control(text: &str) -> bool {
-    text.chars()
-        .any(|c| c.is_control() || c == '\u{2028}' || c == '\u{2029}')
+    text.chars().any(crate::log::is_control)
 }
 
 /// A number written without a sign, a decimal point or an exponent.
@@ -628,6 +625,14 @@ mod tests {
             (
                 r#"{"icons": {"done": "a\u0007"}}"#,
                 r#"config.json: "icons"."done": found "a\u0007", allowed: a string without control characters or newlines, not U+FE0F alone ("" for no icon)"#,
+            ),
+            (
+                r#"{"separator": " \u202e "}"#,
+                r#"config.json: "separator": found " \u202e ", allowed: a non-empty string without control characters or newlines, not starting with U+FE0F"#,
+            ),
+            (
+                r#"{"icons": {"done": "\u2028"}}"#,
+                r#"config.json: "icons"."done": found "\u2028", allowed: a string without control characters or newlines, not U+FE0F alone ("" for no icon)"#,
             ),
             (
                 r#"{"icons": {"done": "\n"}}"#,

@@ -256,7 +256,7 @@ impl std::fmt::Display for Malformed {
 pub fn excerpt(bytes: &[u8]) -> String {
     let text = String::from_utf8_lossy(&bytes[..bytes.len().min(200)]);
     let mut text = text.into_owned();
-    text.retain(|c| !c.is_control());
+    text.retain(|c| !crate::log::is_control(c));
     text
 }
 

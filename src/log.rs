@@ -75,7 +75,7 @@ impl Log {
         let mut line = format!("{stamp} [{}] {message}", std::process::id());
         // Text from herdr reaches messages quoted, but one raw escape
         // sequence would be one too many in a file people `cat`.
-        line.retain(|c| !c.is_control());
+        line.retain(|c| !is_control(c));
         if line.len() > MAX_LINE_BYTES {
             let cut = line.floor_char_boundary(MAX_LINE_BYTES);
             let more = line.len() - cut;
@@ -97,14 +97,26 @@ impl Log {
     }
 }
 
+/// A character that must not reach a line of text raw: the C0 and C1
+/// controls (U+009B is a CSI), the Unicode line and paragraph separators,
+/// which break a line as surely as a newline, and the bidirectional
+/// controls, which would turn the rest of it around.
+pub fn is_control(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{2028}' | '\u{2029}' | '\u{061c}' | '\u{200e}' | '\u{200f}'
+                | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
+        )
+}
+
 /// A string as it appears in messages: JSON-quoted, so control characters
 /// and quotes are visible (and without std's Debug machinery).
 pub fn quote(text: &str) -> String {
-    // JSON escapes only C0 controls; a C1 control (U+009B is a CSI) would
-    // still reach the terminal or the log raw.
+    // JSON escapes only C0 controls: the others are escaped here.
     let mut quoted = String::new();
     for c in miniserde::json::to_string(text).chars() {
-        if c.is_control() {
+        if is_control(c) {
             quoted.push_str(&format!("\\u{:04x}", c as u32));
         } else {
             quoted.push(c);
