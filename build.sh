@@ -107,7 +107,7 @@ esac
 
 # Which target the build uses, and how to describe it.
 mode=           # musl | glibc-static | native
-triple=         # --target triple; empty for a plain host build
+triple=         # the --target triple
 artefact=
 tiny_built=0
 
@@ -158,11 +158,15 @@ build_glibc_static() {
 }
 
 build_native() {
-    say "building release binary (cargo build --release)"
-    cargo build --release --target-dir "$target_root" || die "cargo build --release failed"
+    # --target even for the host: a build.target in cargo's own config would
+    # otherwise put the binary where this script does not look.
+    host=$(rustc -vV 2>/dev/null | sed -n 's/^host: //p')
+    [ -n "$host" ] || die "cannot tell the host target (rustc -vV printed no host line)"
+    say "building release binary (cargo build --release --target $host)"
+    cargo build --release --target "$host" --target-dir "$target_root" || die "cargo build --release failed"
     mode=native
-    triple=
-    artefact=$target_root/release/cowbell
+    triple=$host
+    artefact=$target_root/$host/release/cowbell
 }
 
 build_normal() {
