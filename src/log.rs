@@ -77,7 +77,10 @@ impl Log {
         // sequence would be one too many in a file people `cat`.
         line.retain(|c| !is_control(c));
         if line.len() > MAX_LINE_BYTES {
-            let cut = line.floor_char_boundary(MAX_LINE_BYTES);
+            let mut cut = MAX_LINE_BYTES;
+            while !line.is_char_boundary(cut) {
+                cut -= 1;
+            }
             let more = line.len() - cut;
             line.truncate(cut);
             line.push_str(&format!(" ... ({more} bytes more)"));
