@@ -65,31 +65,35 @@ fn main() -> ExitCode {
         }
     };
     // Only the commands that use them need the paths (and HOME).
-    let paths = Paths::from_env().map_err(|why| error::Error::Io {
-        what: "finding cowbell's files".into(),
-        source: std::io::Error::other(why),
-    });
-    let result = match command {
-        Command::Help(text) => {
+    let paths = Paths::from_env();
+    let result = match (command, &paths) {
+        (Command::Help(text), _) => {
             say_raw!("{text}");
             Ok(0)
         }
-        Command::Version => {
+        (Command::Version, _) => {
             say!("cowbell {}", env!("CARGO_PKG_VERSION"));
             Ok(0)
         }
-        Command::Daemon {
-            replace,
-            foreground,
-        } => paths.and_then(|paths| commands::daemon(&paths, replace, foreground)),
-        Command::Watchdog => paths.and_then(|paths| commands::watchdog(&paths)),
-        Command::On => paths.and_then(|paths| commands::on(&paths)),
-        Command::Off => paths.and_then(|paths| commands::off(&paths, false)),
-        Command::RemoveIcons => paths.and_then(|paths| commands::off(&paths, true)),
-        Command::Status { json } => paths.and_then(|paths| commands::status(&paths, json)),
-        Command::Sync => paths.and_then(|paths| commands::sync(&paths)),
-        Command::Presets => commands::presets(),
-        Command::ConfigCheck => paths.and_then(|paths| commands::config_check(&paths)),
+        (Command::Presets, _) => commands::presets(),
+        (_, Err(why)) => Err(error::Error::Io {
+            what: "finding cowbell's files".into(),
+            source: std::io::Error::other(why.as_str()),
+        }),
+        (
+            Command::Daemon {
+                replace,
+                foreground,
+            },
+            Ok(paths),
+        ) => commands::daemon(paths, replace, foreground),
+        (Command::Watchdog, Ok(paths)) => commands::watchdog(paths),
+        (Command::On, Ok(paths)) => commands::on(paths),
+        (Command::Off, Ok(paths)) => commands::off(paths, false),
+        (Command::RemoveIcons, Ok(paths)) => commands::off(paths, true),
+        (Command::Status { json }, Ok(paths)) => commands::status(paths, json),
+        (Command::Sync, Ok(paths)) => commands::sync(paths),
+        (Command::ConfigCheck, Ok(paths)) => commands::config_check(paths),
     };
     match result {
         Ok(code) => ExitCode::from(code),
