@@ -49,20 +49,21 @@ impl Log {
             .map_or(0, |m| m.len());
     }
 
-    /// The full log becomes `cowbell.log.1`. When that rename fails (a
-    /// read-only directory, a directory in the way) the log starts again
-    /// empty instead, so it never outgrows its cap.
-    fn rotate(&mut self) {
+    /// The full log becomes `cowbell.log.1` and a new one starts (also
+    /// when someone moved or deleted the log meanwhile). When the rename
+    /// fails and the full file is still there (a read-only directory, a
+    /// directory in the way) it starts again empty instead, so it never
+    /// outgrows its cap.
+    fn rotate(&mut self, incoming: u64) {
         let mut rotated = self.path.clone().into_os_string();
         rotated.push(".1");
-        if std::fs::rename(&self.path, rotated).is_ok() {
-            self.reopen();
-        } else if let Some(file) = &self.file
+        let _ = std::fs::rename(&self.path, rotated);
+        self.reopen();
+        if self.size + incoming > MAX_LOG_BYTES
+            && let Some(file) = &self.file
             && file.set_len(0).is_ok()
         {
             self.size = 0;
-        } else {
-            self.file = None;
         }
     }
 
@@ -90,7 +91,7 @@ impl Log {
             let _ = std::io::stderr().write_all(line.as_bytes());
         }
         if self.size + line.len() as u64 > MAX_LOG_BYTES {
-            self.rotate();
+            self.rotate(line.len() as u64);
         }
         if let Some(file) = &mut self.file
             && file.write_all(line.as_bytes()).is_ok()
@@ -211,6 +212,19 @@ mod tests {
         }
         let size = std::fs::metadata(&path).unwrap().len();
         assert!(size <= MAX_LOG_BYTES, "{size}");
+    }
+
+    #[test]
+    fn a_log_deleted_while_open_comes_back_at_the_next_rotation() {
+        let temp = TempDir::new("log-deleted");
+        let path = temp.0.join("cowbell.log");
+        let mut log = Log::open(path.clone());
+        std::fs::remove_file(&path).unwrap();
+        let message = "x".repeat(1000);
+        for _ in 0..1100 {
+            log.line(&message);
+        }
+        assert!(path.exists());
     }
 
     #[test]
