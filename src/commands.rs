@@ -51,9 +51,6 @@ pub fn watchdog(paths: &Paths) -> Result<u8, Error> {
 }
 
 pub fn on(paths: &Paths) -> Result<u8, Error> {
-    // Without a server the daemon would only wait for one, and exit after
-    // two minutes: say so now, and change nothing.
-    list_tab_infos(paths)?;
     if let Holder::Free(lock) =
         daemon::try_lock(paths).map_err(at_pidfile(paths, "locking the pidfile"))?
     {
@@ -70,10 +67,18 @@ pub fn on(paths: &Paths) -> Result<u8, Error> {
             complain!("cowbell: still off: another cowbell command held the lock; try again");
             Ok(1)
         }
-        Started::Detached | Started::AlreadyRunning(_) => {
-            say!("cowbell: on");
-            Ok(0)
-        }
+        Started::Detached | Started::AlreadyRunning(_) => match list_tab_infos(paths) {
+            Ok(_) => {
+                say!("cowbell: on");
+                Ok(0)
+            }
+            // On all the same: the daemon waits for the server, and the
+            // next server start brings the icons back.
+            Err(error) => {
+                complain!("{error}; cowbell is on, and the icons come when the server does");
+                Ok(3)
+            }
+        },
     }
 }
 

@@ -634,6 +634,27 @@ fn off_while_the_server_is_down_gives_the_names_back_when_it_returns() {
 }
 
 #[test]
+fn on_while_the_server_is_down_says_so_and_the_next_start_brings_icons() {
+    let (mut cb, tabs) = running_with_tabs(&["api"]);
+    let (tab, pane) = &tabs[0];
+    assert!(cb.action("off").status.success());
+    assert!(cb.wait_for_no_daemon(3 * SECOND));
+    cb.herdr.stop();
+    let on = cb.action("on");
+    assert_eq!(on.status.code(), Some(3), "{}", on.stdout);
+    assert!(on.stderr.contains("cowbell is on"), "{}", on.stderr);
+    assert!(
+        cb.state_json().contains("\"off\":false"),
+        "{}",
+        cb.state_json()
+    );
+    cb.herdr.start_again(true);
+    cb.startup();
+    cb.herdr.set_status(pane, "blocked");
+    cb.expect_label(tab, "🔴 api", 2 * SECOND);
+}
+
+#[test]
 fn remove_icons_works_without_a_daemon_and_cleans_up_after_a_crash() {
     let (cb, tabs) = running_with_tabs(&["api", "docs"]);
     for (_, pane) in &tabs {
@@ -732,8 +753,9 @@ fn short_commands_say_clearly_when_there_is_no_server() {
         );
         assert_eq!(outcome.stderr.lines().count(), 1, "{}", outcome.stderr);
     }
-    // `on` started no daemon to wait two minutes for a server.
-    assert!(cb.daemons().is_empty());
+    for pid in cb.daemons() {
+        cowbell::signal(pid, libc::SIGKILL);
+    }
     std::fs::write(&cb.socket, b"not a socket").unwrap();
     for command in ["sync", "on"] {
         let outcome = cb.run(&[command]);
