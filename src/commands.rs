@@ -475,8 +475,8 @@ pub fn presets() -> Result<u8, Error> {
     Ok(0)
 }
 
-pub fn config_check(paths: &Paths) -> Result<u8, Error> {
-    let loaded = config::load(&paths.config_file);
+pub fn config_check(config_file: &std::path::Path) -> Result<u8, Error> {
+    let loaded = config::load(config_file);
     for problem in &loaded.problems {
         complain!("cowbell: {}", problem.message);
     }

@@ -1,6 +1,6 @@
 //! The daemon's log: `cowbell.log` in the per-server directory.
 //!
-//! One line per notable event, prefixed with a UTC timestamp, at most
+//! One line per notable event, prefixed with a UTC timestamp, cut after
 //! 4 KiB and free of control characters. The file is capped at 1 MiB: past
 //! that it becomes `cowbell.log.1` (replacing the previous one) and a new
 //! file starts, or, when it cannot be renamed, starts again empty. A log

@@ -76,10 +76,11 @@ fn main() -> ExitCode {
             Ok(0)
         }
         (Command::Presets, _) => commands::presets(),
-        (_, Err(why)) => Err(error::Error::Io {
-            what: "finding cowbell's files".into(),
-            source: std::io::Error::other(why.as_str()),
-        }),
+        (Command::ConfigCheck, _) => match paths::config_file_from_env() {
+            Ok(config_file) => commands::config_check(&config_file),
+            Err(why) => Err(no_paths(&why)),
+        },
+        (_, Err(why)) => Err(no_paths(why)),
         (
             Command::Daemon {
                 replace,
@@ -93,7 +94,6 @@ fn main() -> ExitCode {
         (Command::RemoveIcons, Ok(paths)) => commands::off(paths, true),
         (Command::Status { json }, Ok(paths)) => commands::status(paths, json),
         (Command::Sync, Ok(paths)) => commands::sync(paths),
-        (Command::ConfigCheck, Ok(paths)) => commands::config_check(paths),
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -101,5 +101,12 @@ fn main() -> ExitCode {
             complain!("{error}");
             ExitCode::from(error.exit_code())
         }
+    }
+}
+
+fn no_paths(why: &str) -> error::Error {
+    error::Error::Io {
+        what: "finding cowbell's files".into(),
+        source: std::io::Error::other(why),
     }
 }

@@ -18,50 +18,40 @@ pub struct Paths {
     pub plugin_id: String,
 }
 
+/// A name the environment answers for, or not.
+type Lookup<'a> = &'a dyn Fn(&str) -> Option<OsString>;
+
 impl Paths {
     pub fn from_env() -> Result<Paths, String> {
-        Paths::from_lookup(|name| std::env::var_os(name).filter(|value| !value.is_empty()))
+        Paths::from_lookup(&from_env)
     }
 
     /// The paths from the environment `lookup` gives. Fails, saying what to
     /// set, only when a path is needed that only an absolute HOME could
     /// give: guessing `/` would put files at the root of the filesystem.
-    pub fn from_lookup(lookup: impl Fn(&str) -> Option<OsString>) -> Result<Paths, String> {
-        // A relative XDG value is invalid by the XDG spec, and a relative
-        // HOME as bad: the files would move with the working directory.
-        let absolute = |name: &str| {
-            lookup(name)
-                .map(PathBuf::from)
-                .filter(|path| path.is_absolute())
-        };
-        let home = absolute("HOME");
-        let config_home =
-            absolute("XDG_CONFIG_HOME").or_else(|| Some(home.as_ref()?.join(".config")));
-        let state_home =
-            absolute("XDG_STATE_HOME").or_else(|| Some(home.as_ref()?.join(".local/state")));
-        let default_socket = config_home.as_ref().map(|dir| dir.join("herdr/herdr.sock"));
-        let unknown = |what: &str, vars: &str| {
-            format!("cannot tell where {what} is without an absolute HOME; set {vars}")
-        };
+    pub fn from_lookup(lookup: Lookup) -> Result<Paths, String> {
+        let default_socket = under_home(lookup, "XDG_CONFIG_HOME", ".config")
+            .map(|dir| dir.join("herdr/herdr.sock"));
         let socket = lookup("HERDR_SOCKET_PATH")
             .map(PathBuf::from)
             .or_else(|| default_socket.clone())
-            .ok_or_else(|| unknown("herdr's socket", "HERDR_SOCKET_PATH or HOME"))?;
+            .ok_or_else(|| unknown("herdr's socket", "HERDR_SOCKET_PATH"))?;
         let state_dir = lookup("HERDR_PLUGIN_STATE_DIR")
             .map(PathBuf::from)
-            .or_else(|| Some(state_home?.join("herdr/plugins/cowbell")))
-            .ok_or_else(|| unknown("the state directory", "HERDR_PLUGIN_STATE_DIR or HOME"))?;
-        let config_dir = lookup("HERDR_PLUGIN_CONFIG_DIR")
-            .map(PathBuf::from)
-            .or_else(|| Some(config_home?.join("herdr/plugins/config/cowbell")))
-            .ok_or_else(|| unknown("the config directory", "HERDR_PLUGIN_CONFIG_DIR or HOME"))?;
+            .or_else(|| {
+                Some(
+                    under_home(lookup, "XDG_STATE_HOME", ".local/state")?
+                        .join("herdr/plugins/cowbell"),
+                )
+            })
+            .ok_or_else(|| unknown("the state directory", "HERDR_PLUGIN_STATE_DIR"))?;
         let plugin_id = lookup("HERDR_PLUGIN_ID")
             .and_then(|id| id.into_string().ok())
             .unwrap_or_else(|| "cowbell".to_string());
         let server_dir = state_dir.join(server_dir_name(&socket, default_socket.as_deref()));
         Ok(Paths {
             socket,
-            config_file: config_dir.join("config.json"),
+            config_file: config_file(lookup)?,
             server_dir,
             plugin_id,
         })
@@ -78,6 +68,44 @@ impl Paths {
     pub fn log_file(&self) -> PathBuf {
         self.server_dir.join("cowbell.log")
     }
+}
+
+fn from_env(name: &str) -> Option<OsString> {
+    std::env::var_os(name).filter(|value| !value.is_empty())
+}
+
+/// Just the config file (`config check` needs nothing else).
+pub fn config_file_from_env() -> Result<PathBuf, String> {
+    config_file(&from_env)
+}
+
+fn config_file(lookup: Lookup) -> Result<PathBuf, String> {
+    lookup("HERDR_PLUGIN_CONFIG_DIR")
+        .map(PathBuf::from)
+        .or_else(|| {
+            Some(
+                under_home(lookup, "XDG_CONFIG_HOME", ".config")?
+                    .join("herdr/plugins/config/cowbell"),
+            )
+        })
+        .map(|dir| dir.join("config.json"))
+        .ok_or_else(|| unknown("the config directory", "HERDR_PLUGIN_CONFIG_DIR"))
+}
+
+/// `$XDG_…` or `$HOME/…`. A relative XDG value is invalid by the XDG spec,
+/// and a relative HOME as bad: the files would move with the working
+/// directory.
+fn under_home(lookup: Lookup, xdg: &str, in_home: &str) -> Option<PathBuf> {
+    let absolute = |name: &str| {
+        lookup(name)
+            .map(PathBuf::from)
+            .filter(|path| path.is_absolute())
+    };
+    absolute(xdg).or_else(|| Some(absolute("HOME")?.join(in_home)))
+}
+
+fn unknown(what: &str, variable: &str) -> String {
+    format!("cannot tell where {what} is without an absolute HOME; set {variable} or HOME")
 }
 
 /// The subdirectory of the state directory that belongs to one server
@@ -134,7 +162,7 @@ mod tests {
 
     #[test]
     fn herdr_environment_wins() {
-        let paths = Paths::from_lookup(lookup(&[
+        let paths = Paths::from_lookup(&lookup(&[
             ("HOME", "/home/u"),
             ("HERDR_SOCKET_PATH", "/home/u/.config/herdr/herdr.sock"),
             ("HERDR_PLUGIN_STATE_DIR", "/s"),
@@ -150,7 +178,7 @@ mod tests {
 
     #[test]
     fn fallbacks_follow_xdg_then_home() {
-        let paths = Paths::from_lookup(lookup(&[("HOME", "/home/u")])).unwrap();
+        let paths = Paths::from_lookup(&lookup(&[("HOME", "/home/u")])).unwrap();
         assert_eq!(
             paths.socket,
             PathBuf::from("/home/u/.config/herdr/herdr.sock")
@@ -163,7 +191,7 @@ mod tests {
             paths.config_file,
             PathBuf::from("/home/u/.config/herdr/plugins/config/cowbell/config.json")
         );
-        let paths = Paths::from_lookup(lookup(&[
+        let paths = Paths::from_lookup(&lookup(&[
             ("HOME", "/h"),
             ("XDG_CONFIG_HOME", "/x"),
             ("XDG_STATE_HOME", "/y"),
@@ -182,7 +210,7 @@ mod tests {
 
     #[test]
     fn relative_values_are_ignored_and_no_home_is_said_not_guessed() {
-        let paths = Paths::from_lookup(lookup(&[
+        let paths = Paths::from_lookup(&lookup(&[
             ("HOME", "/h"),
             ("XDG_CONFIG_HOME", "x"),
             ("XDG_STATE_HOME", "./y"),
@@ -194,14 +222,19 @@ mod tests {
             PathBuf::from("/h/.local/state/herdr/plugins/cowbell/default")
         );
         for home in [&[][..], &[("HOME", "home/u")][..]] {
-            let error = Paths::from_lookup(lookup(home)).unwrap_err();
+            let error = Paths::from_lookup(&lookup(home)).unwrap_err();
             assert!(error.contains("HERDR_SOCKET_PATH or HOME"), "{error}");
         }
-        let error = Paths::from_lookup(lookup(&[("HERDR_SOCKET_PATH", "/s.sock")])).unwrap_err();
+        let error = Paths::from_lookup(&lookup(&[("HERDR_SOCKET_PATH", "/s.sock")])).unwrap_err();
         assert!(error.contains("the state directory"), "{error}");
+        // `config check` needs only its file.
+        assert_eq!(
+            config_file(&lookup(&[("HERDR_PLUGIN_CONFIG_DIR", "/c")])),
+            Ok(PathBuf::from("/c/config.json"))
+        );
         // herdr's hooks give everything: no HOME needed. The default socket
         // is unknown then, so the server's directory is named by hash.
-        let paths = Paths::from_lookup(lookup(&[
+        let paths = Paths::from_lookup(&lookup(&[
             ("HERDR_SOCKET_PATH", "/s.sock"),
             ("HERDR_PLUGIN_STATE_DIR", "/s"),
             ("HERDR_PLUGIN_CONFIG_DIR", "/c"),
