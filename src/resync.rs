@@ -12,7 +12,6 @@ use std::time::{Duration, Instant};
 
 use crate::config::Config;
 use crate::fights::{FightRecord, Timing, Verdict};
-use crate::files::fingerprint;
 use crate::labels::{Labeler, SPINNER_FRAMES, Status};
 
 /// How long a label cowbell sent is still recognised as its own echo.
@@ -35,12 +34,8 @@ pub struct Tab {
 impl Tab {
     /// herdr names a tab nobody named after its 1-based position.
     fn looks_auto_named(&self) -> bool {
-        is_position(&self.label, self.number)
+        self.label == self.number.to_string()
     }
-}
-
-fn is_position(label: &str, number: u64) -> bool {
-    label == number.to_string()
 }
 
 /// What the configuration and the clock scale decide for a resync.
@@ -89,28 +84,13 @@ pub struct TabRecord {
     /// `include_auto_named` went off: the tab's number is being given
     /// back, and cowbell lets go of the tab once herdr confirms it.
     pub released: bool,
-    /// Someone else's rename heard while one of cowbell's awaited its echo.
-    pub heard: Option<Heard>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Sent {
     label: String,
-    /// `files::fingerprint` of the label the tab showed when cowbell chose
-    /// this one (a hash, not the text: one per rename at 1000 tabs).
-    based_on: u64,
     at: Instant,
     echoed: bool,
-}
-
-/// A rename by someone else, heard (a `tab_renamed` event) while cowbell's
-/// own rename of the tab was on its way.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Heard {
-    label: String,
-    /// cowbell's rename landed after it, over it: the next resync takes
-    /// this label as the tab's name, as if herdr had listed it.
-    overwritten: bool,
 }
 
 impl TabRecord {
@@ -135,16 +115,14 @@ impl TabRecord {
     fn forget_own_labels(&mut self) {
         self.sent.clear();
         self.written = None;
-        self.heard = None;
     }
 
-    fn remember_sent(&mut self, label: &str, based_on: &str, now: Instant) {
+    fn remember_sent(&mut self, label: &str, now: Instant) {
         // A first push would make room for four; most tabs hold one or two
         // labels, and at 1000 tabs the spare room was 140 KB.
         self.sent.reserve_exact(1);
         self.sent.push(Sent {
             label: label.to_string(),
-            based_on: fingerprint(based_on.as_bytes()),
             at: now,
             echoed: false,
         });
@@ -235,29 +213,10 @@ impl Tracker {
         record
             .sent
             .retain(|sent| now.saturating_duration_since(sent.at) <= settings.echo_memory);
-        // cowbell's rename landed over someone else's (see `take_echo`):
-        // while the tab still shows cowbell's label, theirs is the name, as
-        // if herdr had listed it. A rename heard that no echo came after
-        // (cowbell's rename failed, or its echo was lost) is no longer news.
-        let overwritten = match record.heard.take() {
-            Some(heard)
-                if heard.overwritten
-                    && (record.written.as_deref() == Some(tab.label.as_str())
-                        || record.is_own(&tab.label, settings, now)) =>
-            {
-                Some(heard.label)
-            }
-            Some(heard) if !heard.overwritten && record.sent.iter().any(|sent| !sent.echoed) => {
-                record.heard = Some(heard);
-                None
-            }
-            _ => None,
-        };
-        let label = overwritten.as_deref().unwrap_or(&tab.label);
-        if label != record.seen {
-            if record.is_own(label, settings, now) {
-                record.written = Some(label.to_string());
-            } else if is_position(label, tab.number) {
+        if tab.label != record.seen {
+            if record.is_own(&tab.label, settings, now) {
+                record.written = Some(tab.label.clone());
+            } else if tab.looks_auto_named() {
                 // herdr's positional name: an auto-named tab that moved, or
                 // a new server reusing a tracked id for an unnamed tab. It is
                 // never a name to keep; the auto-named rules below apply.
@@ -272,7 +231,7 @@ impl Tracker {
                 }
             } else {
                 // Someone else named the tab: their name is the new base.
-                record.base = labeler.strip(label).to_string();
+                record.base = labeler.strip(&tab.label).to_string();
                 record.auto_named = false;
                 record.forget_own_labels();
                 plan.notes.push(Note::NewBase {
@@ -294,7 +253,7 @@ impl Tracker {
             if tab.label == position {
                 self.tabs.remove(&tab.tab_id);
             } else {
-                record.remember_sent(&position, &tab.label, now);
+                record.remember_sent(&position, now);
                 record.released = true;
                 plan.renames.push(Rename {
                     tab_id: tab.tab_id.clone(),
@@ -314,7 +273,7 @@ impl Tracker {
         }
         let wanted = wanted_label(record, settings, self.spinner_frame);
         if wanted != tab.label {
-            record.remember_sent(&wanted, &tab.label, now);
+            record.remember_sent(&wanted, now);
             // A new spinner frame over an old one changes neither icon nor
             // name: it is not a rename another plugin could be provoked by.
             if !(is_spinner_frame(&wanted, &record.base, labeler)
@@ -329,17 +288,10 @@ impl Tracker {
         }
     }
 
-    /// Whether a `tab_renamed` event is the echo of cowbell's own rename,
-    /// with nothing to do. Each rename has one echo: a matching event uses
-    /// it up, so a later rename by someone else to a label cowbell also
-    /// wrote a while ago is still noticed. Spinner frames are the exception
-    /// (see `is_own`).
-    ///
-    /// herdr reports renames in the order it applies them. So a rename by
-    /// someone else heard before the echo was applied before cowbell's, and
-    /// cowbell's, chosen from an older `tab.list`, wrote over it: unless the
-    /// tab already showed that label when cowbell chose, the echo asks for
-    /// a resync that takes it as the tab's name.
+    /// Whether a `tab_renamed` event is the echo of cowbell's own rename.
+    /// Each rename has one echo: a matching event uses it up, so a later
+    /// rename by someone else to a label cowbell also wrote a while ago is
+    /// still noticed. Spinner frames are the exception (see `is_own`).
     pub fn take_echo(
         &mut self,
         tab_id: &str,
@@ -357,30 +309,9 @@ impl Tracker {
         match pending {
             Some(sent) => {
                 sent.echoed = true;
-                let based_on = sent.based_on;
-                let Some(heard) = record.heard.as_mut().filter(|heard| !heard.overwritten) else {
-                    return true;
-                };
-                if fingerprint(heard.label.as_bytes()) == based_on
-                    || settings.labeler.strip(&heard.label) == record.base
-                {
-                    // Already listed, or only cowbell's icon differs.
-                    record.heard = None;
-                    return true;
-                }
-                heard.overwritten = true;
-                false
+                true
             }
-            None if is_own_spinner_frame(label, &record.base, settings) => true,
-            None => {
-                if record.sent.iter().any(|sent| !sent.echoed) {
-                    record.heard = Some(Heard {
-                        label: label.to_string(),
-                        overwritten: false,
-                    });
-                }
-                false
-            }
+            None => is_own_spinner_frame(label, &record.base, settings),
         }
     }
 
@@ -619,70 +550,6 @@ mod tests {
         assert_eq!(plan, Plan::default());
         assert_eq!(tracker.tabs["w1:t1"].base, "api");
         assert_eq!(tracker.tabs["w1:t1"].written.as_deref(), Some("🔴 api"));
-    }
-
-    #[test]
-    fn a_rename_cowbell_wrote_over_becomes_the_base() {
-        let s = settings();
-        let now = Instant::now();
-        let mut tracker = Tracker::default();
-        let mut tabs = vec![tab("w1:t1", 1, "api", Status::Blocked)];
-        let plan = tracker.resync(&tabs, &s, now);
-        assert_eq!(renames(&plan), [("w1:t1", "🔴 api")]);
-        // The person renames the tab, then cowbell's rename (chosen from the
-        // list that still said "api") lands over it: the events come in
-        // that order.
-        assert!(!tracker.take_echo("w1:t1", "frontend", now, &s));
-        apply(&mut tracker, &mut tabs, &plan.renames);
-        let plan = tracker.resync(&tabs, &s, now);
-        assert_eq!(plan, Plan::default(), "the echo has not come yet");
-        assert!(
-            !tracker.take_echo("w1:t1", "🔴 api", now, &s),
-            "the echo asks for a resync"
-        );
-        let plan = tracker.resync(&tabs, &s, now);
-        assert_eq!(renames(&plan), [("w1:t1", "🔴 frontend")]);
-        assert_eq!(tracker.tabs["w1:t1"].base, "frontend");
-        assert!(plan.notes.contains(&Note::NewBase {
-            tab_id: "w1:t1".into(),
-            base: "frontend".into()
-        }));
-    }
-
-    #[test]
-    fn a_rename_heard_late_that_the_list_already_showed_is_no_news() {
-        let s = settings();
-        let now = Instant::now();
-        // herdr replays old events to a new subscription: the tab's own
-        // label, or the same name with another icon, comes before the echo.
-        for heard in ["api", "🔵 api", "🟡 api"] {
-            let mut tracker = Tracker::default();
-            let mut tabs = vec![tab("w1:t1", 1, "api", Status::Blocked)];
-            let plan = tracker.resync(&tabs, &s, now);
-            assert!(!tracker.take_echo("w1:t1", heard, now, &s));
-            apply(&mut tracker, &mut tabs, &plan.renames);
-            assert!(tracker.take_echo("w1:t1", "🔴 api", now, &s), "{heard}");
-            assert_eq!(tracker.resync(&tabs, &s, now), Plan::default(), "{heard}");
-            assert_eq!(tracker.tabs["w1:t1"].base, "api");
-        }
-    }
-
-    #[test]
-    fn a_rename_heard_before_a_rename_that_never_lands_is_forgotten() {
-        let s = settings();
-        let now = Instant::now();
-        let mut tracker = Tracker::default();
-        let tabs = vec![tab("w1:t1", 1, "🔴 api", Status::Blocked)];
-        tracker.resync(&[tab("w1:t1", 1, "api", Status::Blocked)], &s, now);
-        assert!(!tracker.take_echo("w1:t1", "frontend", now, &s));
-        // cowbell's rename failed; the person's "frontend" was replaced by
-        // yet another name, then cowbell's label came back somehow. Once
-        // the rename is forgotten, so is what was heard before its echo.
-        let later = now + ECHO_MEMORY + Duration::from_secs(1);
-        tracker.resync(&tabs, &s, later);
-        assert_eq!(tracker.tabs["w1:t1"].heard, None);
-        assert!(!tracker.take_echo("w1:t1", "🔴 api", later, &s));
-        assert_eq!(tracker.tabs["w1:t1"].base, "api");
     }
 
     #[test]
