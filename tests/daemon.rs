@@ -91,6 +91,50 @@ fn a_user_rename_becomes_the_base_with_the_icon_in_front_once() {
     );
 }
 
+/// herdr replays old renames to a new subscription: none of them is taken
+/// for a name, even while cowbell's own renames await their echoes.
+#[test]
+fn a_replayed_old_name_is_not_adopted_after_a_reconnect() {
+    let cb = Cowbell::new();
+    let (tab, pane) = cb.tab(Some("zero"));
+    for name in ["one", "alpha", "beta"] {
+        cb.herdr.rename_tab(&tab, name);
+    }
+    cb.startup();
+    cb.wait_for_daemon(2 * SECOND);
+    cb.herdr.set_status(&pane, "blocked");
+    cb.expect_label(&tab, "🔴 beta", 3 * SECOND);
+    std::thread::sleep(SECOND);
+    cb.herdr.drop_subscriptions();
+    cb.herdr.set_status(&pane, "unknown");
+    cb.expect_label(&tab, "beta", 3 * SECOND);
+    cb.expect_steady(&tab, "beta", 2 * SECOND);
+}
+
+/// herdr delivers one event per poll: after a resync that renamed many
+/// tabs, echoes come seconds late, and an old one of them is no name.
+#[test]
+fn late_echoes_never_revert_a_name_the_person_gave() {
+    let cb = Cowbell::new();
+    let others: Vec<_> = (0..12).map(|i| cb.tab(Some(&format!("t{i}")))).collect();
+    let (tab, pane) = cb.tab(Some("alpha"));
+    cb.startup();
+    cb.wait_for_daemon(2 * SECOND);
+    std::thread::sleep(Duration::from_millis(500));
+    for (_, other) in &others {
+        cb.herdr.set_status(other, "blocked");
+    }
+    cb.herdr.set_status(&pane, "blocked");
+    cb.expect_label(&tab, "🔴 alpha", 2 * SECOND);
+    cb.herdr.rename_tab(&tab, "beta");
+    std::thread::sleep(Duration::from_millis(50));
+    cb.herdr.set_status(&others[0].1, "working");
+    cb.expect_label(&tab, "🔴 beta", SECOND);
+    cb.herdr.set_status(&pane, "unknown");
+    cb.expect_label(&tab, "beta", SECOND);
+    cb.expect_steady(&tab, "beta", 3 * SECOND);
+}
+
 #[test]
 fn icons_never_double() {
     let (cb, tabs) = running_with_tabs(&["api"]);
