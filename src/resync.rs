@@ -331,7 +331,8 @@ impl Tracker {
     /// Moves the spinner on one frame; the next resync renames every
     /// working tab to it together. The spinner goes through a full resync
     /// (one `tab.list`) rather than renaming blind, so a name someone gave
-    /// the tab since the last look is adopted, never overwritten.
+    /// the tab since the last look is adopted, not overwritten (only one
+    /// given between the list and the rename is: see the README).
     pub fn advance_spinner(&mut self) {
         self.spinner_frame = self.spinner_frame.wrapping_add(1);
     }
