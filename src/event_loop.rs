@@ -95,6 +95,8 @@ enum Purpose {
         tab_id: String,
         label: String,
         restore: bool,
+        /// A spinner frame: not worth a line in the log.
+        quiet: bool,
     },
     ListPanes,
     ListPlugins,
@@ -265,6 +267,8 @@ pub struct EventLoop {
 
     /// A resync runs from its `tab.list` until its last rename is answered.
     resync_running: bool,
+    /// The resync under way only moves the spinner on (`Plan::only_frames`).
+    resync_quiet: bool,
     resync_wanted: bool,
     panes_wanted: bool,
     /// Renames of the running resync still unanswered.
@@ -329,6 +333,7 @@ impl EventLoop {
             status_backoff: durations.backoff_first,
             refusal: None,
             resync_running: false,
+            resync_quiet: false,
             resync_wanted: false,
             panes_wanted: false,
             renames_outstanding: 0,
@@ -1012,13 +1017,26 @@ impl EventLoop {
                 for note in &plan.notes {
                     self.log.line(&describe_note(note));
                 }
-                self.log.line(&format!(
-                    "resync: {} tabs, {} to rename",
-                    tabs.len(),
-                    plan.renames.len()
-                ));
+                // With the spinner on, a line per frame would rotate every
+                // other line out of the log within minutes.
+                self.resync_quiet = plan.only_frames();
+                if !self.resync_quiet {
+                    self.log.line(&format!(
+                        "resync: {} tabs, {} to rename",
+                        tabs.len(),
+                        plan.renames.len()
+                    ));
+                }
                 self.renames_outstanding += plan.renames.len();
-                self.queue_renames(plan.renames, false);
+                let quiet = self.resync_quiet;
+                for Rename { tab_id, label } in plan.renames {
+                    self.queue.push_back(Purpose::Rename {
+                        tab_id,
+                        label,
+                        restore: false,
+                        quiet,
+                    });
+                }
                 self.maybe_finish_resync(now);
             }
             (Purpose::ListTabs { restore: true }, Message::Tabs(infos)) => {
@@ -1044,7 +1062,14 @@ impl EventLoop {
                 self.log
                     .line(&format!("restore: {} tabs to rename", renames.len()));
                 self.restores_outstanding = renames.len();
-                self.queue_renames(renames, true);
+                for Rename { tab_id, label } in renames {
+                    self.queue.push_back(Purpose::Rename {
+                        tab_id,
+                        label,
+                        restore: true,
+                        quiet: false,
+                    });
+                }
                 self.maybe_finish_restore(now);
             }
             (
@@ -1052,6 +1077,7 @@ impl EventLoop {
                     tab_id,
                     label,
                     restore,
+                    quiet,
                 },
                 Message::Renamed(_) | Message::Ok(_),
             ) => {
@@ -1062,8 +1088,10 @@ impl EventLoop {
                     self.restores_outstanding = self.restores_outstanding.saturating_sub(1);
                     self.maybe_finish_restore(now);
                 } else {
-                    self.log
-                        .line(&format!("renamed {tab_id} to {}", quote(&label)));
+                    if !quiet {
+                        self.log
+                            .line(&format!("renamed {tab_id} to {}", quote(&label)));
+                    }
                     self.tracker.confirm(&tab_id, &label);
                     self.rename_done(now);
                 }
@@ -1136,16 +1164,6 @@ impl EventLoop {
         }
     }
 
-    fn queue_renames(&mut self, renames: Vec<Rename>, restore: bool) {
-        for Rename { tab_id, label } in renames {
-            self.queue.push_back(Purpose::Rename {
-                tab_id,
-                label,
-                restore,
-            });
-        }
-    }
-
     fn rename_done(&mut self, now: Instant) {
         if self.renames_outstanding > 0 {
             self.renames_outstanding -= 1;
@@ -1158,7 +1176,9 @@ impl EventLoop {
             return;
         }
         self.resync_running = false;
-        self.save();
+        if !self.resync_quiet {
+            self.save();
+        }
         self.heartbeat_deadline = Some(now + self.durations.heartbeat);
         self.cooldown_deadline = self.tracker.next_cooldown_end(now);
         if self.resync_wanted {

@@ -153,6 +153,17 @@ pub enum Note {
 pub struct Plan {
     pub renames: Vec<Rename>,
     pub notes: Vec<Note>,
+    /// How many of the renames only move a spinner frame on.
+    pub frames: usize,
+}
+
+impl Plan {
+    /// Only the spinner moved on: nothing a person would look for in the
+    /// log, and nothing worth a write of state.json (any frame is known
+    /// as cowbell's own after a restart, and the next frame replaces it).
+    pub fn only_frames(&self) -> bool {
+        self.frames > 0 && self.frames == self.renames.len() && self.notes.is_empty()
+    }
 }
 
 /// Every tab cowbell keeps an icon on.
@@ -276,9 +287,11 @@ impl Tracker {
             record.remember_sent(&wanted, now);
             // A new spinner frame over an old one changes neither icon nor
             // name: it is not a rename another plugin could be provoked by.
-            if !(is_spinner_frame(&wanted, &record.base, labeler)
-                && is_spinner_frame(&tab.label, &record.base, labeler))
+            if is_spinner_frame(&wanted, &record.base, labeler)
+                && is_spinner_frame(&tab.label, &record.base, labeler)
             {
+                plan.frames += 1;
+            } else {
                 record.fight.own_rename(now);
             }
             plan.renames.push(Rename {
@@ -858,12 +871,16 @@ mod tests {
             tab("w1:t2", 2, "b", Status::Blocked),
             tab("w1:t3", 3, "c", Status::Working),
         ];
-        let mut tracker = tracking(&mut tabs, &s, now);
+        let mut tracker = Tracker::default();
+        let plan = tracker.resync(&tabs, &s, now);
+        assert!(!plan.only_frames(), "the first frame replaces a name");
+        apply(&mut tracker, &mut tabs, &plan.renames);
         assert_eq!(tabs[0].label, s.labeler.spinner_label(0, "a"));
         assert!(tracker.spinning(&s, now));
         let later = now + Duration::from_secs(1);
         tracker.advance_spinner();
         let plan = tracker.resync(&tabs, &s, later);
+        assert!(plan.only_frames());
         // Every working tab moves to the same next frame, in one resync.
         assert_eq!(
             renames(&plan),
@@ -884,6 +901,7 @@ mod tests {
             renames(&plan),
             [("w1:t1", s.labeler.spinner_label(1, "renamed").as_str())]
         );
+        assert!(!plan.only_frames(), "a new name is news");
         apply(&mut tracker, &mut tabs, &plan.renames);
         tabs[0].status = Status::Idle;
         tabs[2].status = Status::Idle;

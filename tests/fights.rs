@@ -1071,6 +1071,62 @@ fn working_tabs_cycle_through_the_frames_together() {
 }
 
 #[test]
+fn spinner_frames_neither_fill_the_log_nor_rewrite_state_json() {
+    use std::os::unix::fs::MetadataExt;
+    let cb = Cowbell::new();
+    cb.write_config(SPINNER_CONFIG);
+    let mut working = Vec::new();
+    let mut panes = Vec::new();
+    for name in ["api", "web", "db", "ci"] {
+        let (tab, pane) = cb.tab(Some(name));
+        cb.herdr.set_status(&pane, "working");
+        working.push(tab);
+        panes.push(pane);
+    }
+    cb.startup();
+    cb.wait_for_daemon(2 * SECOND);
+    for tab in &working {
+        wait_spinning(&cb, tab);
+    }
+    thread::sleep(2 * FRAME);
+    let state = cb.server_dir().join("state.json");
+    let log_before = cb.log().len();
+    let mark = Instant::now();
+    // Every atomic write is a new inode.
+    let mut inodes = std::collections::BTreeSet::new();
+    while mark.elapsed() < 12 * FRAME {
+        if let Ok(meta) = std::fs::metadata(&state) {
+            inodes.insert(meta.ino());
+        }
+        thread::sleep(Duration::from_millis(5));
+    }
+    let frames = renames_sent(&cb, &working[0])
+        .iter()
+        .filter(|(at, _)| *at >= mark)
+        .count();
+    assert!(frames >= 9, "only {frames} frames");
+    assert_eq!(
+        inodes.len(),
+        1,
+        "state.json rewritten during {frames} frames"
+    );
+    let grown = cb.log().len() - log_before;
+    assert!(grown == 0, "the log grew by {grown} bytes:\n{}", cb.log());
+    // The spinner stops: that is news, logged and saved.
+    for pane in &panes {
+        cb.herdr.set_status(pane, "idle");
+    }
+    cb.expect_label(&working[0], "api", 2 * SECOND);
+    assert!(cb.log().len() > log_before);
+    assert!(
+        cb.herdr
+            .wait_until(2 * SECOND, |_| std::fs::metadata(&state)
+                .is_ok_and(|meta| !inodes.contains(&meta.ino()))),
+        "not saved after the spinner stopped"
+    );
+}
+
+#[test]
 fn with_nothing_working_the_spinner_sleeps() {
     let cb = Cowbell::new();
     cb.write_config(SPINNER_CONFIG);
