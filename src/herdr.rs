@@ -302,6 +302,9 @@ pub fn parse_line(bytes: &[u8]) -> Result<Message, Malformed> {
     })
 }
 
+/// Past this, a line that shares the buffer with the next one leaves it.
+const LARGE_LINE: usize = 64 << 10;
+
 /// Splits a byte stream into lines and refuses to grow past `MAX_LINE`.
 #[derive(Default)]
 pub struct LineBuffer {
@@ -344,6 +347,12 @@ impl LineBuffer {
                 // megabyte long (a pane.list of 3000 panes).
                 let mut line = if end + 1 == self.pending.len() {
                     std::mem::take(&mut self.pending)
+                } else if end >= LARGE_LINE {
+                    // A large line with more behind it: the line takes the
+                    // buffer, so its megabytes are not kept for the life of
+                    // a subscription that only ever sees short lines again.
+                    let rest = self.pending.split_off(end + 1);
+                    std::mem::replace(&mut self.pending, rest)
                 } else {
                     self.pending.drain(..=end).collect()
                 };
@@ -536,6 +545,22 @@ mod tests {
         let huge = vec![b'x'; MAX_LINE + 1];
         assert_eq!(lines.push(&huge), Err(LineTooLong));
         assert_eq!(lines.next_line(), None);
+    }
+
+    #[test]
+    fn a_large_line_leaves_no_large_buffer_behind() {
+        let mut lines = LineBuffer::default();
+        let mut bytes = vec![b'x'; 1 << 20];
+        bytes.extend_from_slice(b"\n{\"next\"");
+        lines.push(&bytes).unwrap();
+        assert_eq!(lines.next_line().map(|line| line.len()), Some(1 << 20));
+        assert!(
+            lines.pending.capacity() < LARGE_LINE,
+            "{}",
+            lines.pending.capacity()
+        );
+        lines.push(b":1}\n").unwrap();
+        assert_eq!(lines.next_line(), Some(b"{\"next\":1}".to_vec()));
     }
 
     #[test]
