@@ -267,7 +267,8 @@ pub struct EventLoop {
 
     /// A resync runs from its `tab.list` until its last rename is answered.
     resync_running: bool,
-    /// The resync under way only moves the spinner on (`Plan::only_frames`).
+    /// The resync under way only moves the spinner on (`Plan::only_frames`):
+    /// it is not logged.
     resync_quiet: bool,
     resync_wanted: bool,
     panes_wanted: bool,
@@ -1176,9 +1177,10 @@ impl EventLoop {
             return;
         }
         self.resync_running = false;
-        if !self.resync_quiet {
-            self.save();
-        }
+        // Saved even when only the spinner moved on: after a crash, `sync`,
+        // `off` and a daemon with the spinner off know a frame as cowbell's
+        // only if it is the one saved.
+        self.save();
         self.heartbeat_deadline = Some(now + self.durations.heartbeat);
         self.cooldown_deadline = self.tracker.next_cooldown_end(now);
         if self.resync_wanted {

@@ -159,8 +159,7 @@ pub struct Plan {
 
 impl Plan {
     /// Only the spinner moved on: nothing a person would look for in the
-    /// log, and nothing worth a write of state.json (any frame is known
-    /// as cowbell's own after a restart, and the next frame replaces it).
+    /// log.
     pub fn only_frames(&self) -> bool {
         self.frames > 0 && self.frames == self.renames.len() && self.notes.is_empty()
     }
