@@ -635,14 +635,21 @@ mod tests {
         assert!(!tracker.tabs["w1:t2"].auto_named);
     }
 
-    #[test]
-    fn switching_auto_named_off_gives_the_number_back() {
+    /// An auto-named tab at position 1, blocked, with its icon on
+    /// ("🔴 1"), and `include_auto_named` on.
+    fn auto_named_with_icon() -> (Settings, Vec<Tab>, Tracker, Instant) {
         let mut s = settings();
         s.include_auto_named = true;
         let now = Instant::now();
         let mut tabs = vec![tab("w1:t1", 1, "1", Status::Blocked)];
-        let mut tracker = tracking(&mut tabs, &s, now);
+        let tracker = tracking(&mut tabs, &s, now);
         assert_eq!(tabs[0].label, "🔴 1");
+        (s, tabs, tracker, now)
+    }
+
+    #[test]
+    fn switching_auto_named_off_gives_the_number_back() {
+        let (mut s, mut tabs, mut tracker, now) = auto_named_with_icon();
         s.include_auto_named = false;
         let plan = tracker.resync(&tabs, &s, now);
         assert_eq!(renames(&plan), [("w1:t1", "1")]);
@@ -654,11 +661,7 @@ mod tests {
 
     #[test]
     fn a_number_given_back_is_tried_again_until_herdr_shows_it() {
-        let mut s = settings();
-        s.include_auto_named = true;
-        let now = Instant::now();
-        let mut tabs = vec![tab("w1:t1", 1, "1", Status::Blocked)];
-        let mut tracker = tracking(&mut tabs, &s, now);
+        let (mut s, mut tabs, mut tracker, now) = auto_named_with_icon();
         s.include_auto_named = false;
         // herdr refused the first rename back: the tab still shows "🔴 1".
         assert_eq!(renames(&tracker.resync(&tabs, &s, now)), [("w1:t1", "1")]);
@@ -683,11 +686,7 @@ mod tests {
 
     #[test]
     fn switched_on_again_before_the_number_is_back_the_tab_is_kept() {
-        let mut s = settings();
-        s.include_auto_named = true;
-        let now = Instant::now();
-        let mut tabs = vec![tab("w1:t1", 1, "1", Status::Blocked)];
-        let mut tracker = tracking(&mut tabs, &s, now);
+        let (mut s, mut tabs, mut tracker, now) = auto_named_with_icon();
         s.include_auto_named = false;
         // The rename back to "1" is refused; then the option is on again.
         assert_eq!(renames(&tracker.resync(&tabs, &s, now)), [("w1:t1", "1")]);
