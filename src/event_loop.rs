@@ -1029,15 +1029,7 @@ impl EventLoop {
                     ));
                 }
                 self.renames_outstanding += plan.renames.len();
-                let quiet = self.resync_quiet;
-                for Rename { tab_id, label } in plan.renames {
-                    self.queue.push_back(Purpose::Rename {
-                        tab_id,
-                        label,
-                        restore: false,
-                        quiet,
-                    });
-                }
+                self.queue_renames(plan.renames, false, self.resync_quiet);
                 self.maybe_finish_resync(now);
             }
             (Purpose::ListTabs { restore: true }, Message::Tabs(infos)) => {
@@ -1063,14 +1055,7 @@ impl EventLoop {
                 self.log
                     .line(&format!("restore: {} tabs to rename", renames.len()));
                 self.restores_outstanding = renames.len();
-                for Rename { tab_id, label } in renames {
-                    self.queue.push_back(Purpose::Rename {
-                        tab_id,
-                        label,
-                        restore: true,
-                        quiet: false,
-                    });
-                }
+                self.queue_renames(renames, true, false);
                 self.maybe_finish_restore(now);
             }
             (
@@ -1162,6 +1147,17 @@ impl EventLoop {
                 self.retry_deadline.get_or_insert(now + RETRY);
             }
             Purpose::ListPlugins => {}
+        }
+    }
+
+    fn queue_renames(&mut self, renames: Vec<Rename>, restore: bool, quiet: bool) {
+        for Rename { tab_id, label } in renames {
+            self.queue.push_back(Purpose::Rename {
+                tab_id,
+                label,
+                restore,
+                quiet,
+            });
         }
     }
 
