@@ -19,7 +19,7 @@ use crate::herdr::{self, Message, TabInfo};
 use crate::labels;
 use crate::log::{quote, utc_timestamp};
 use crate::paths::Paths;
-use crate::resync::{Settings, Tab};
+use crate::resync::{Settings, Tab, Tracker};
 use crate::state::{self, Clock, State};
 
 pub fn daemon(paths: &Paths, replace: bool, foreground: bool) -> Result<u8, Error> {
@@ -54,10 +54,15 @@ pub fn on(paths: &Paths) -> Result<u8, Error> {
     if let Holder::Free(lock) =
         daemon::try_lock(paths).map_err(at_pidfile(paths, "locking the pidfile"))?
     {
-        let (mut state, _) = load_state(paths);
+        let (state, _) = load_state(paths);
         if state.off {
-            state.off = false;
-            write_state(paths, &state)?;
+            let clock = Clock::now();
+            write_state(
+                paths,
+                &state::to_tracker(&state, clock, &Timing::REAL),
+                false,
+                clock,
+            )?;
         }
         drop(lock);
     }
@@ -84,12 +89,13 @@ pub fn on(paths: &Paths) -> Result<u8, Error> {
 
 pub fn off(paths: &Paths, every_tab: bool) -> Result<u8, Error> {
     let lock = stop_daemon(paths)?;
-    let (mut state, lost) = load_state(paths);
+    let (state, lost) = load_state(paths);
+    let clock = Clock::now();
+    let mut tracker = state::to_tracker(&state, clock, &Timing::REAL);
     // With the remembered names lost, taking the icons off every tab is the
     // nearest thing to giving the names back.
-    let restored = restore(paths, &mut state, every_tab || lost);
-    state.off = true;
-    write_state(paths, &state)?;
+    let restored = restore(paths, &mut tracker, every_tab || lost);
+    write_state(paths, &tracker, true, clock)?;
     drop(lock);
     let n = restored?;
     let what = if every_tab { "icons removed" } else { "off" };
@@ -102,12 +108,14 @@ pub fn off(paths: &Paths, every_tab: bool) -> Result<u8, Error> {
 /// middle of the restore). The startup hook runs this once herdr is back,
 /// so no tab keeps a stale icon while cowbell is off.
 fn finish_restore(paths: &Paths, lock: Lock) -> Result<u8, Error> {
-    let (mut state, _) = load_state(paths);
+    let (state, _) = load_state(paths);
     if state.tabs.is_empty() {
         return Ok(0);
     }
-    let restored = restore(paths, &mut state, false);
-    write_state(paths, &state)?;
+    let clock = Clock::now();
+    let mut tracker = state::to_tracker(&state, clock, &Timing::REAL);
+    let restored = restore(paths, &mut tracker, false);
+    write_state(paths, &tracker, state.off, clock)?;
     drop(lock);
     let n = restored?;
     say!("cowbell: {n} tab names restored that an earlier stop could not give back");
@@ -130,17 +138,16 @@ fn stop_daemon(paths: &Paths) -> Result<Lock, Error> {
     }
 }
 
-/// Gives back the names of the tabs `state` still tracks (after a crash,
+/// Gives back the names of the tabs `tracker` still tracks (after a crash,
 /// or with no daemon), and with `every_tab` strips a leading icon from
 /// every other tab too. Returns how many tabs were renamed; the tabs whose
-/// rename failed stay in `state` for the next try.
-fn restore(paths: &Paths, state: &mut State, every_tab: bool) -> Result<usize, Error> {
-    if state.tabs.is_empty() && !every_tab {
+/// rename failed stay in `tracker` for the next try.
+fn restore(paths: &Paths, tracker: &mut Tracker, every_tab: bool) -> Result<usize, Error> {
+    if tracker.tabs.is_empty() && !every_tab {
         return Ok(0);
     }
     let config = config::load(&paths.config_file).config;
     let labeler = config.labeler();
-    let tracker = state::to_tracker(state, Clock::now(), &Timing::REAL);
     let tabs = list_tabs(paths)?;
     let renames = tracker.restore_plan(&tabs, &labeler, every_tab, Instant::now());
     let mut restored = 0;
@@ -162,7 +169,7 @@ fn restore(paths: &Paths, state: &mut State, every_tab: bool) -> Result<usize, E
     }
     // Forget every tab whose name is back (or that is gone); keep the rest
     // for the next try.
-    state.tabs.retain(|id, _| failed.contains(&id.as_str()));
+    tracker.tabs.retain(|id, _| failed.contains(&id.as_str()));
     match first_error {
         Some(error) => Err(Error::herdr("restoring tab names")(error)),
         None => Ok(restored),
@@ -214,14 +221,7 @@ pub fn sync(paths: &Paths) -> Result<u8, Error> {
             }
         }
     }
-    state::save_tracker(
-        &paths.state_file(),
-        &tracker,
-        false,
-        Clock::now(),
-        &mut None,
-    )
-    .map_err(write_error(paths))?;
+    write_state(paths, &tracker, false, Clock::now())?;
     drop(lock);
     Ok(if failures > 0 { 3 } else { 0 })
 }
@@ -271,14 +271,13 @@ fn at_pidfile(paths: &Paths, doing: &str) -> impl FnOnce(std::io::Error) -> Erro
     Error::io(format!("{doing} ({})", paths.pid_file().display()))
 }
 
-fn write_state(paths: &Paths, state: &State) -> Result<(), Error> {
-    state::save(&paths.state_file(), state, &mut None)
+fn write_state(paths: &Paths, tracker: &Tracker, off: bool, clock: Clock) -> Result<(), Error> {
+    state::save_tracker(&paths.state_file(), tracker, off, clock, &mut None)
         .map(|_| ())
-        .map_err(write_error(paths))
-}
-
-fn write_error(paths: &Paths) -> impl FnOnce(std::io::Error) -> Error {
-    Error::io(format!("writing {}", paths.state_file().display()))
+        .map_err(Error::io(format!(
+            "writing {}",
+            paths.state_file().display()
+        )))
 }
 
 #[derive(Serialize)]

@@ -62,9 +62,9 @@ pub struct State {
     pub tabs: BTreeMap<String, TabEntry>,
 }
 
-/// The file's shape for writing: it borrows the tabs, or streams them
-/// from the daemon's tracker, so that a save never holds a second copy of
-/// every name (at 1000 tabs that copy was the daemon's memory peak).
+/// The file's shape for writing: it streams the tabs from a tracker, so
+/// that a save never holds a second copy of every name (at 1000 tabs that
+/// copy was the daemon's memory peak).
 #[derive(Serialize)]
 struct StateFileOut<T> {
     version: u64,
@@ -72,16 +72,7 @@ struct StateFileOut<T> {
     tabs: T,
 }
 
-pub fn encode(state: &State) -> String {
-    json::to_string(&StateFileOut {
-        version: VERSION,
-        off: state.off,
-        tabs: &state.tabs,
-    })
-}
-
-/// The daemon's state as `encode` would write it, built one entry at a
-/// time from the tracker.
+/// The state file's text, built one entry at a time from the tracker.
 fn encode_tracker(tracker: &Tracker, off: bool, clock: Clock) -> String {
     json::to_string(&StateFileOut {
         version: VERSION,
@@ -214,16 +205,11 @@ fn corrupt_name(path: &Path, now_unix_secs: u64) -> PathBuf {
     candidate
 }
 
-/// Writes the state unless its text is the one last saved, known by its
-/// fingerprint (for 1000 tabs the text is ~300 KB, not worth keeping).
-/// The fingerprint is kept only once the write succeeded, so a save that
-/// failed (a full disk) is tried again at the next one. Returns whether it
-/// wrote.
-pub fn save(path: &Path, state: &State, last_saved: &mut Option<u64>) -> io::Result<bool> {
-    write_unless_saved(path, &encode(state), last_saved)
-}
-
-/// `save` for the daemon, straight from its tracker.
+/// Writes the tracker's state unless its text is the one last saved, known
+/// by its fingerprint (for 1000 tabs the text is ~300 KB, not worth
+/// keeping). The fingerprint is kept only once the write succeeded, so a
+/// save that failed (a full disk) is tried again at the next one. Returns
+/// whether it wrote.
 pub fn save_tracker(
     path: &Path,
     tracker: &Tracker,
@@ -375,6 +361,19 @@ mod tests {
     use super::*;
     use crate::files::tests::TempDir;
     use std::os::unix::fs::PermissionsExt;
+
+    /// A `State` as the file holds it (the program writes only trackers).
+    fn encode(state: &State) -> String {
+        json::to_string(&StateFileOut {
+            version: VERSION,
+            off: state.off,
+            tabs: &state.tabs,
+        })
+    }
+
+    fn save(path: &Path, state: &State, last_saved: &mut Option<u64>) -> io::Result<bool> {
+        write_unless_saved(path, &encode(state), last_saved)
+    }
 
     /// What the daemon's streamed save holds, as a `State`.
     fn from_tracker(tracker: &Tracker, off: bool, clock: Clock) -> State {
