@@ -7,11 +7,9 @@
 //! unknown key is only a warning, so a newer config file works with an older
 //! cowbell. `config check` prints these problems and fails on errors.
 
-use std::fs::File;
-use std::io::{self, Read};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
+use crate::files;
 use crate::json_check::{self, Json};
 use crate::labels::{self, Labeler, Status};
 use crate::log::{quote, quote_short};
@@ -144,43 +142,13 @@ pub fn load(path: &Path) -> Loaded {
 
 /// The file's text, `None` when there is no file.
 fn read_file(path: &Path) -> Result<Option<String>, String> {
-    // Judge the path before opening it: opening a FIFO for reading would
-    // block until someone writes to it.
-    match std::fs::metadata(path) {
-        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(error) => return Err(error.to_string()),
-        Ok(metadata) if !metadata.is_file() => return Err("not a regular file".to_string()),
-        Ok(_) => {}
-    }
-    // O_NONBLOCK covers a file swapped for a FIFO since the check; on a
-    // regular file it changes nothing.
-    let file = File::options()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path);
-    let file = match file {
-        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
-        other => other.map_err(|error| error.to_string())?,
-    };
-    let metadata = file.metadata().map_err(|error| error.to_string())?;
-    if !metadata.is_file() {
-        return Err("not a regular file".to_string());
-    }
-    let too_big = format!("larger than 1 MiB ({} bytes)", metadata.len());
-    if metadata.len() > MAX_FILE_SIZE {
-        return Err(too_big);
-    }
-    // The file may grow after the check, so the read is capped too.
-    let mut bytes = Vec::new();
-    file.take(MAX_FILE_SIZE + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|error| error.to_string())?;
-    if bytes.len() as u64 > MAX_FILE_SIZE {
-        return Err("larger than 1 MiB".to_string());
-    }
-    match String::from_utf8(bytes) {
-        Ok(text) => Ok(Some(text)),
-        Err(_) => Err("not UTF-8 text".to_string()),
+    match files::read_capped_following(path, MAX_FILE_SIZE) {
+        Ok(None) => Ok(None),
+        Ok(Some(bytes)) => match String::from_utf8(bytes) {
+            Ok(text) => Ok(Some(text)),
+            Err(_) => Err("not UTF-8 text".to_string()),
+        },
+        Err(error) => Err(error.to_string()),
     }
 }
 
@@ -819,7 +787,7 @@ mod tests {
         let big = dir.0.join("big.json");
         let size = MAX_FILE_SIZE + 1;
         std::fs::write(&big, " ".repeat(size as usize)).unwrap();
-        expect(&big, &format!("larger than 1 MiB ({size} bytes)"));
+        expect(&big, &format!("larger than {MAX_FILE_SIZE} bytes"));
         let just_fits = dir.0.join("fits.json");
         std::fs::write(
             &just_fits,

@@ -92,31 +92,41 @@ fn regular(file: File) -> io::Result<File> {
 /// Reads a file without following a symlink; `Ok(None)` when it is absent.
 /// A file longer than `cap` bytes is an error rather than a huge allocation.
 pub fn read_capped(path: &Path, cap: u64) -> io::Result<Option<Vec<u8>>> {
+    read_regular(path, cap, libc::O_NOFOLLOW)
+}
+
+/// `read_capped` through a symlink: a config file may be a link into a
+/// dotfiles repository.
+pub fn read_capped_following(path: &Path, cap: u64) -> io::Result<Option<Vec<u8>>> {
+    read_regular(path, cap, 0)
+}
+
+fn read_regular(path: &Path, cap: u64, flags: libc::c_int) -> io::Result<Option<Vec<u8>>> {
     // O_NONBLOCK: opening a FIFO for reading would wait for a writer.
     let file = OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .custom_flags(flags | libc::O_CLOEXEC | libc::O_NONBLOCK)
         .open(path);
     let file = match file {
-        Ok(file) => file,
+        Ok(file) => regular(file)?,
         Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(error) => return Err(error),
     };
-    let file = regular(file)?;
-    let meta = file.metadata()?;
-    if meta.len() > cap {
-        return Err(io::Error::new(
+    let too_big = || {
+        io::Error::new(
             io::ErrorKind::InvalidData,
             format!("larger than {cap} bytes"),
-        ));
+        )
+    };
+    let length = file.metadata()?.len();
+    if length > cap {
+        return Err(too_big());
     }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    // The file may grow after the check, so the read is capped too.
+    let mut bytes = Vec::with_capacity(length as usize);
     file.take(cap + 1).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > cap {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("larger than {cap} bytes"),
-        ));
+        return Err(too_big());
     }
     Ok(Some(bytes))
 }
