@@ -5,6 +5,7 @@
 //! and signals (see `daemon`). The decisions (labels, restores) come from
 //! the same pure core the daemon uses.
 
+use std::fmt::Write as _;
 use std::io::Write;
 use std::time::Instant;
 
@@ -399,13 +400,10 @@ fn summary_line(report: &StatusReport) -> String {
         report.tabs.len()
     );
     if cooling > 0 {
-        line.push_str(&format!(", {cooling} cooling down"));
+        let _ = write!(line, ", {cooling} cooling down");
     }
     if !report.config_problems.is_empty() {
-        line.push_str(&format!(
-            ", {} config problems",
-            report.config_problems.len()
-        ));
+        let _ = write!(line, ", {} config problems", report.config_problems.len());
     }
     if !report.server_reachable {
         line.push_str(", herdr unreachable");
@@ -418,32 +416,31 @@ fn status_text(report: &StatusReport, summary: &str) -> String {
     let pid = report
         .pid
         .map_or(String::new(), |pid| format!(" (pid {pid})"));
-    text.push_str(&format!(
-        "daemon: {}{pid}\n",
+    let _ = writeln!(
+        text,
+        "daemon: {}{pid}",
         if report.daemon_running {
             "running"
         } else {
             "not running"
         }
-    ));
-    match &report.server_error {
-        None => text.push_str(&format!("socket: {} (reachable)\n", report.socket)),
-        Some(error) => text.push_str(&format!(
-            "socket: {} (unreachable: {error})\n",
-            report.socket
-        )),
-    }
-    text.push_str(&format!(
-        "state: {} ({})\n",
+    );
+    let _ = match &report.server_error {
+        None => writeln!(text, "socket: {} (reachable)", report.socket),
+        Some(error) => writeln!(text, "socket: {} (unreachable: {error})", report.socket),
+    };
+    let _ = writeln!(
+        text,
+        "state: {} ({})",
         report.state_dir,
         if report.off { "off" } else { "on" }
-    ));
+    );
     if let Some(problem) = &report.state_problem {
-        text.push_str(&format!("  problem: {problem}\n"));
+        let _ = writeln!(text, "  problem: {problem}");
     }
-    text.push_str(&format!("config: {}\n", report.config_file));
+    let _ = writeln!(text, "config: {}", report.config_file);
     for problem in &report.config_problems {
-        text.push_str(&format!("  problem: {problem}\n"));
+        let _ = writeln!(text, "  problem: {problem}");
     }
     for tab in &report.tabs {
         let base = tab
@@ -452,17 +449,18 @@ fn status_text(report: &StatusReport, summary: &str) -> String {
             .map_or("(not tracked)".to_string(), |b| {
                 format!("base {}", quote(b))
             });
-        text.push_str(&format!(
+        let _ = write!(
+            text,
             "  {:<8} {:<10} {} {base}",
             tab.tab_id,
             tab.status,
             quote(&tab.label)
-        ));
+        );
         if tab.fights > 0 {
-            text.push_str(&format!(", {} fights", tab.fights));
+            let _ = write!(text, ", {} fights", tab.fights);
         }
         if let Some(until) = &tab.cooldown_until {
-            text.push_str(&format!(", cooling down until {until}"));
+            let _ = write!(text, ", cooling down until {until}");
         }
         text.push('\n');
     }

@@ -7,6 +7,7 @@
 //! unknown key is only a warning, so a newer config file works with an older
 //! cowbell. `config check` prints these problems and fails on errors.
 
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use crate::files;
@@ -68,24 +69,26 @@ impl Config {
     pub fn to_json(&self) -> String {
         let labeler = self.labeler();
         let mut json = String::from("{\n");
-        json.push_str(&format!("  \"preset\": {},\n", quote(&self.preset)));
+        let _ = writeln!(json, "  \"preset\": {},", quote(&self.preset));
         json.push_str("  \"icons\": {\n");
         for status in Status::ALL {
             let comma = if status == Status::Unknown { "" } else { "," };
             let icon = quote(labeler.icon(status));
-            json.push_str(&format!("    \"{}\": {icon}{comma}\n", status.name()));
+            let _ = writeln!(json, "    \"{}\": {icon}{comma}", status.name());
         }
         json.push_str("  },\n");
-        json.push_str(&format!("  \"separator\": {},\n", quote(&self.separator)));
-        json.push_str(&format!("  \"spinner\": {},\n", self.spinner));
-        json.push_str(&format!(
-            "  \"spinner_interval_ms\": {},\n",
+        let _ = writeln!(json, "  \"separator\": {},", quote(&self.separator));
+        let _ = writeln!(json, "  \"spinner\": {},", self.spinner);
+        let _ = writeln!(
+            json,
+            "  \"spinner_interval_ms\": {},",
             self.spinner_interval_ms
-        ));
-        json.push_str(&format!(
-            "  \"include_auto_named\": {}\n",
+        );
+        let _ = writeln!(
+            json,
+            "  \"include_auto_named\": {}",
             self.include_auto_named
-        ));
+        );
         json.push_str("}\n");
         json
     }
