@@ -159,9 +159,8 @@ fn read_lines(stream: &mut UnixStream, lines: &mut LineBuffer) -> Input {
     loop {
         match stream.read(&mut chunk) {
             Ok(0) => {
-                while let Some(line) = lines.next_line() {
-                    complete.push(line);
-                }
+                // Every read below takes its complete lines at once: only
+                // an unterminated rest can be left.
                 complete.extend(lines.take_rest());
                 return Input::Closed(complete);
             }

@@ -96,11 +96,17 @@ pub fn notification_params(title: &str, body: &str) -> String {
 
 /// `events.subscribe` params for the lifecycle subscription.
 pub fn lifecycle_subscription() -> String {
-    let entries: Vec<String> = LIFECYCLE_EVENTS
-        .iter()
-        .map(|(kind, _)| format!("{{\"type\":\"{kind}\"}}"))
-        .collect();
-    format!("{{\"subscriptions\":[{}]}}", entries.join(","))
+    let mut params = String::from("{\"subscriptions\":[");
+    for (index, (kind, _)) in LIFECYCLE_EVENTS.iter().enumerate() {
+        if index > 0 {
+            params.push(',');
+        }
+        params.push_str("{\"type\":\"");
+        params.push_str(kind);
+        params.push_str("\"}");
+    }
+    params.push_str("]}");
+    params
 }
 
 /// `events.subscribe` params for the per-pane status subscription.
@@ -194,7 +200,6 @@ struct ResultBody {
 struct EventData {
     tab_id: Option<String>,
     label: Option<String>,
-    pane_id: Option<String>,
 }
 
 /// Any line herdr sends: a response or an event. Only the fields cowbell
@@ -222,7 +227,6 @@ pub enum Message {
         name: String,
         tab_id: Option<String>,
         label: Option<String>,
-        pane_id: Option<String>,
     },
 }
 
@@ -270,7 +274,6 @@ pub fn parse_line(bytes: &[u8]) -> Result<Message, Malformed> {
             name,
             tab_id: data.tab_id,
             label: data.label,
-            pane_id: data.pane_id,
         });
     }
     if let Some(error) = line.error {
@@ -430,12 +433,9 @@ pub fn call(socket: &Path, method: &str, params: &str) -> Result<Message, CallEr
         .map_err(io_error)?;
     let mut lines = LineBuffer::default();
     let mut chunk = [0u8; 16 * 1024];
-    loop {
+    let line = loop {
         if let Some(line) = lines.next_line() {
-            return match parse_line(&line).map_err(CallError::Malformed)? {
-                Message::Error(error) => Err(CallError::Herdr(error)),
-                message => Ok(message),
-            };
+            break line;
         }
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
@@ -443,19 +443,15 @@ pub fn call(socket: &Path, method: &str, params: &str) -> Result<Message, CallEr
         }
         stream.set_read_timeout(Some(left)).map_err(CallError::Io)?;
         match stream.read(&mut chunk) {
-            Ok(0) => {
-                return match lines.take_rest() {
-                    Some(rest) => match parse_line(&rest).map_err(CallError::Malformed)? {
-                        Message::Error(error) => Err(CallError::Herdr(error)),
-                        message => Ok(message),
-                    },
-                    None => Err(CallError::Closed),
-                };
-            }
+            Ok(0) => break lines.take_rest().ok_or(CallError::Closed)?,
             Ok(n) => lines.push(&chunk[..n]).map_err(|_| CallError::TooLong)?,
             Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
             Err(error) => return Err(io_error(error)),
         }
+    };
+    match parse_line(&line).map_err(CallError::Malformed)? {
+        Message::Error(error) => Err(CallError::Herdr(error)),
+        message => Ok(message),
     }
 }
 
@@ -472,7 +468,6 @@ mod tests {
                 name: "tab_renamed".into(),
                 tab_id: Some("w1:t1".into()),
                 label: Some("build".into()),
-                pane_id: None
             })
         );
         let created = br#"{"data":{"tab":{"agent_status":"unknown","focused":false,"label":"temp","number":3,"pane_count":1,"tab_id":"w1:t3","workspace_id":"w1"},"type":"tab_created"},"event":"tab_created"}"#;
@@ -481,7 +476,7 @@ mod tests {
         );
         let status = br#"{"data":{"agent":"testbot","agent_status":"blocked","pane_id":"w1:p1","workspace_id":"w1"},"event":"pane.agent_status_changed"}"#;
         assert!(
-            matches!(parse_line(status), Ok(Message::Event { pane_id: Some(p), .. }) if p == "w1:p1")
+            matches!(parse_line(status), Ok(Message::Event { name, .. }) if name == "pane.agent_status_changed")
         );
         let list = br#"{"id":"tl1","result":{"type":"tab_list","tabs":[{"tab_id":"w1:t1","workspace_id":"w1","number":1,"label":"build","focused":true,"pane_count":1,"agent_status":"working"}]}}"#;
         match parse_line(list) {
