@@ -287,12 +287,7 @@ pub struct EventLoop {
 
 impl EventLoop {
     pub fn new(paths: Paths, mut log: Log, signals: Signals, durations: Durations) -> EventLoop {
-        let loaded = config::load(&paths.config_file);
-        for problem in &loaded.problems {
-            log.line(&format!("config: {}", problem.message));
-        }
-        let settings =
-            Settings::from_config(&loaded.config, durations.fight_timing, durations.scale);
+        let settings = load_settings(&paths, &mut log, &durations);
         // One reading of both clocks while it holds: every save converts
         // instants with the same offset, so an unchanged state gives the
         // same text and is not written (and synced) again (see `save`).
@@ -682,15 +677,7 @@ impl EventLoop {
         for request in self.signals.take() {
             match request {
                 signals::Request::Reload => {
-                    let loaded = config::load(&self.paths.config_file);
-                    for problem in &loaded.problems {
-                        self.log.line(&format!("config: {}", problem.message));
-                    }
-                    self.settings = Settings::from_config(
-                        &loaded.config,
-                        self.durations.fight_timing,
-                        self.durations.scale,
-                    );
+                    self.settings = load_settings(&self.paths, &mut self.log, &self.durations);
                     self.spinner_deadline = None;
                     self.log.line("SIGHUP: configuration reloaded");
                     self.open_debounce(now);
@@ -1033,24 +1020,14 @@ impl EventLoop {
             }
             (Purpose::ListTabs { restore: true }, Message::Tabs(infos)) => {
                 let tabs: Vec<Tab> = infos.into_iter().map(TabInfo::into_tab).collect();
-                let present: Vec<&str> = tabs.iter().map(|t| t.tab_id.as_str()).collect();
-                // Tabs that are gone need no restoring.
-                self.tracker
-                    .tabs
-                    .retain(|id, _| present.contains(&id.as_str()));
                 let renames = self
                     .tracker
                     .restore_plan(&tabs, &self.settings.labeler, false, now);
-                let untouched: Vec<String> = self
-                    .tracker
+                // What needs no rename (gone, or already its own name) is
+                // done; the rest leaves the state once herdr confirms it.
+                self.tracker
                     .tabs
-                    .keys()
-                    .filter(|id| !renames.iter().any(|r| &r.tab_id == *id))
-                    .cloned()
-                    .collect();
-                for tab_id in untouched {
-                    self.tracker.tabs.remove(&tab_id);
-                }
+                    .retain(|id, _| renames.iter().any(|r| &r.tab_id == id));
                 self.log
                     .line(&format!("restore: {} tabs to rename", renames.len()));
                 self.restores_outstanding = renames.len();
@@ -1251,6 +1228,15 @@ impl EventLoop {
             _ => {}
         }
     }
+}
+
+/// The configuration's settings for this run; its problems go to the log.
+fn load_settings(paths: &Paths, log: &mut Log, durations: &Durations) -> Settings {
+    let loaded = config::load(&paths.config_file);
+    for problem in &loaded.problems {
+        log.line(&format!("config: {}", problem.message));
+    }
+    Settings::from_config(&loaded.config, durations.fight_timing, durations.scale)
 }
 
 fn describe(purpose: &Purpose) -> String {
