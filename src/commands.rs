@@ -20,7 +20,7 @@ use crate::herdr::{self, Message, TabInfo};
 use crate::labels;
 use crate::log::{quote, utc_timestamp};
 use crate::paths::Paths;
-use crate::resync::{Settings, Tab, Tracker};
+use crate::resync::{Rename, Settings, Tab, Tracker};
 use crate::state::{self, Clock, State};
 
 pub fn daemon(paths: &Paths, replace: bool, foreground: bool) -> Result<u8, Error> {
@@ -155,11 +155,7 @@ fn restore(paths: &Paths, tracker: &mut Tracker, every_tab: bool) -> Result<usiz
     let mut failed: Vec<&str> = Vec::new();
     let mut first_error = None;
     for rename in &renames {
-        match herdr::call(
-            &paths.socket,
-            "tab.rename",
-            &herdr::rename_params(&rename.tab_id, &rename.label),
-        ) {
+        match rename_tab(paths, rename) {
             Ok(_) => restored += 1,
             Err(error) => {
                 complain!("cowbell: restoring {}: {error}", rename.tab_id);
@@ -210,11 +206,7 @@ pub fn sync(paths: &Paths) -> Result<u8, Error> {
     let plan = tracker.resync(&tabs, &settings, clock.mono);
     let mut failures = 0;
     for rename in &plan.renames {
-        match herdr::call(
-            &paths.socket,
-            "tab.rename",
-            &herdr::rename_params(&rename.tab_id, &rename.label),
-        ) {
+        match rename_tab(paths, rename) {
             Ok(_) => tracker.confirm(&rename.tab_id, &rename.label),
             Err(error) => {
                 complain!("cowbell: renaming {}: {error}", rename.tab_id);
@@ -225,6 +217,11 @@ pub fn sync(paths: &Paths) -> Result<u8, Error> {
     write_state(paths, &tracker, false, Clock::now())?;
     drop(lock);
     Ok(if failures > 0 { 3 } else { 0 })
+}
+
+fn rename_tab(paths: &Paths, rename: &Rename) -> Result<Message, herdr::CallError> {
+    let params = herdr::rename_params(&rename.tab_id, &rename.label);
+    herdr::call(&paths.socket, "tab.rename", &params)
 }
 
 fn list_tabs(paths: &Paths) -> Result<Vec<Tab>, Error> {
