@@ -100,13 +100,22 @@ impl TabRecord {
             .any(|sent| sent.label == label && now.saturating_duration_since(sent.at) <= memory)
     }
 
-    /// A label cowbell put there: one it sent recently, or, with the spinner
-    /// on, any spinner frame in front of the base (herdr delivers a burst of
-    /// spinner echoes late, one per 100 ms poll, later than a short memory
-    /// of sent labels holds).
+    /// A label cowbell put there: the last one it sent (its rename may have
+    /// timed out and still been applied), one it sent recently whose echo
+    /// has not come back, or, with the spinner on, any spinner frame in
+    /// front of the base (herdr delivers a burst of spinner echoes late,
+    /// one per 100 ms poll, later than a short memory of sent labels
+    /// holds). An older label whose echo came back is not: the tab left
+    /// it for a newer one, so whoever put it back is someone else (a
+    /// renamer stripping the icon off a tab cowbell once showed plain).
     fn is_own(&self, label: &str, settings: &Settings, now: Instant) -> bool {
-        self.sent_recently(label, now, settings.echo_memory)
-            || is_own_spinner_frame(label, &self.base, settings)
+        let newest = self.sent.last().is_some_and(|sent| sent.label == label);
+        let unechoed = self.sent.iter().any(|sent| {
+            !sent.echoed
+                && sent.label == label
+                && now.saturating_duration_since(sent.at) <= settings.echo_memory
+        });
+        newest || unechoed || is_own_spinner_frame(label, &self.base, settings)
     }
 
     /// After someone else renamed the tab, the labels cowbell wrote before
@@ -743,6 +752,44 @@ mod tests {
         assert_eq!(
             renames(&tracker.resync(&tabs, &s, end)),
             [("w1:t1", "🔴 api")]
+        );
+    }
+
+    #[test]
+    fn an_icon_stripper_after_a_seen_tab_is_a_fight_at_once() {
+        // cowbell wrote "🔴 api", then "api" (done, seen), then "🔴 api".
+        let s = settings();
+        let mut now = Instant::now();
+        let mut tabs = vec![tab("w1:t1", 1, "api", Status::Blocked)];
+        let mut tracker = tracking(&mut tabs, &s, now);
+        tabs[0].status = Status::Idle;
+        let plan = tracker.resync(&tabs, &s, now);
+        apply(&mut tracker, &mut tabs, &plan.renames);
+        // Its echoes came back (each is taken once, as the daemon does).
+        assert!(tracker.take_echo("w1:t1", "🔴 api", now, &s));
+        assert!(tracker.take_echo("w1:t1", "api", now, &s));
+        assert_eq!(tabs[0].label, "api");
+        tabs[0].status = Status::Blocked;
+        // Now another plugin strips every icon cowbell puts on, 50 ms later.
+        let mut own = 0;
+        for _ in 0..40 {
+            now += Duration::from_millis(100);
+            let plan = tracker.resync(&tabs, &s, now);
+            own += plan.renames.len();
+            apply(&mut tracker, &mut tabs, &plan.renames);
+            for rename in &plan.renames {
+                tracker.take_echo(&rename.tab_id, &rename.label, now, &s);
+            }
+            now += Duration::from_millis(50);
+            tabs[0].label = "api".into();
+        }
+        assert!(
+            tracker.tabs["w1:t1"].fight.cooling_down(now),
+            "no cool-down after {own} renames"
+        );
+        assert!(
+            own <= 3,
+            "{own} renames before the cool-down (spec: three fights)"
         );
     }
 

@@ -1353,3 +1353,42 @@ fn fights_are_found_with_herdr_polled_delivery_too() {
         },
     );
 }
+
+/// A plugin that strips every icon cowbell puts on, on a tab
+/// cowbell once showed without an icon (done, then seen): the third
+/// fight must start the cool-down, as for any other renamer.
+#[test]
+fn an_icon_stripper_gets_three_renames_after_a_seen_tab() {
+    const SCALE: f64 = 120.0;
+    let cb = Cowbell::with(Options::immediate(), SCALE);
+    let (api, api_pane) = cb.tab(Some("api"));
+    cb.tab(Some("other"));
+    with_renamer(
+        &cb.herdr,
+        &api,
+        Duration::from_millis(50),
+        |label| label.trim_start_matches("🔴 ").to_string(),
+        |renamer| {
+            renamer.pause(true);
+            cb.startup();
+            cb.wait_for_daemon(2 * SECOND);
+            cb.herdr.set_status(&api_pane, "blocked");
+            cb.expect_label(&api, "🔴 api", 2 * SECOND);
+            cb.herdr.set_status(&api_pane, "idle");
+            cb.herdr.focus_tab(&api);
+            cb.expect_label(&api, "api", 2 * SECOND);
+            // Past the fight window of those two renames.
+            thread::sleep(spec(40.0, SCALE));
+            let before = cb.herdr.renames_of(&api);
+            renamer.pause(false);
+            cb.herdr.set_status(&api_pane, "blocked");
+            let cooldown = wait_for_cooldown(&cb, &api, None, 5 * SECOND);
+            let renames = cooldown.renames_at_start - before;
+            assert!(
+                renames <= 3,
+                "{renames} renames before the cool-down; log:\n{}",
+                cb.log()
+            );
+        },
+    );
+}
