@@ -458,11 +458,7 @@ impl EventLoop {
     fn poll_timeout(&self, now: Instant) -> libc::c_int {
         match self.deadlines().min() {
             None => -1,
-            Some(deadline) => {
-                let wait = deadline.saturating_duration_since(now);
-                let millis = wait.as_nanos().div_ceil(1_000_000);
-                millis.min(libc::c_int::MAX as u128) as libc::c_int
-            }
+            Some(deadline) => wait_millis(deadline.saturating_duration_since(now)),
         }
     }
 
@@ -1239,6 +1235,13 @@ fn load_settings(paths: &Paths, log: &mut Log, durations: &Durations) -> Setting
     Settings::from_config(&loaded.config, durations.fight_timing, durations.scale)
 }
 
+/// A poll(2) timeout for `wait`, rounded up so a wait of 0.4 ms does not
+/// become a busy loop of zero-length polls.
+fn wait_millis(wait: Duration) -> libc::c_int {
+    let millis = wait.as_nanos().div_ceil(1_000_000);
+    millis.min(libc::c_int::MAX as u128) as libc::c_int
+}
+
 fn describe(purpose: &Purpose) -> String {
     match purpose {
         Purpose::ListTabs { .. } => "tab.list".to_string(),
@@ -1263,5 +1266,19 @@ fn describe_note(note: &Note) -> String {
             format!("{tab_id}: rename fight; leaving the tab alone for {seconds} s")
         }
         Note::Dropped { tab_id } => format!("{tab_id} closed: forgotten"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn poll_waits_round_up_to_whole_milliseconds() {
+        assert_eq!(wait_millis(Duration::ZERO), 0);
+        assert_eq!(wait_millis(Duration::from_micros(400)), 1);
+        assert_eq!(wait_millis(Duration::from_millis(100)), 100);
+        assert_eq!(wait_millis(Duration::from_micros(99_001)), 100);
+        assert_eq!(wait_millis(Duration::from_secs(u64::MAX)), libc::c_int::MAX);
     }
 }
