@@ -576,6 +576,31 @@ mod tests {
         }
     }
 
+    /// The specification's triggers: "a tab is created, closed, moved,
+    /// renamed or focused; a pane changes; a workspace gets focus or is
+    /// closed". A missing one would hide behind the heartbeat or another
+    /// event in the end-to-end tests.
+    #[test]
+    fn every_trigger_of_the_specification_is_subscribed() {
+        let kinds: Vec<&str> = LIFECYCLE_EVENTS.iter().map(|(kind, _)| *kind).collect();
+        for kind in [
+            "tab.created",
+            "tab.closed",
+            "tab.moved",
+            "tab.renamed",
+            "tab.focused",
+            "pane.created",
+            "pane.closed",
+            "pane.moved",
+            "pane.exited",
+            "pane.agent_detected",
+            "workspace.focused",
+            "workspace.closed",
+        ] {
+            assert!(kinds.contains(&kind), "{kind} is not subscribed");
+        }
+    }
+
     #[test]
     fn the_status_subscription_lists_every_pane() {
         let panes = ["w1:p1", "w1:p\"2"];

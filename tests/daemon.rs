@@ -977,3 +977,127 @@ fn reconnects_back_off_from_half_a_second_to_thirty() {
         cb.log()
     );
 }
+
+/// "It exits after 120 s without a server": a server that came back is a
+/// server, so the idle exit must not fire 120 s after an outage that ended.
+#[test]
+fn a_daemon_that_reconnected_does_not_exit_at_the_idle_time() {
+    // Scale 60: the idle exit comes after 2 s.
+    let mut cb = Cowbell::with(Options::default(), 60.0);
+    let (tab, pane) = cb.tab(Some("api"));
+    cb.startup();
+    let pid = cb.wait_for_daemon(2 * SECOND);
+    cb.expect_steady(&tab, "api", Duration::from_millis(300));
+    cb.herdr.stop();
+    std::thread::sleep(Duration::from_millis(500));
+    // No startup hook: the daemon reconnects by itself.
+    cb.herdr.start_again(true);
+    std::thread::sleep(Duration::from_millis(3000));
+    assert!(
+        cowbell::alive(pid),
+        "exited although connected:\n{}",
+        cb.log()
+    );
+    cb.herdr.set_status(&pane, "blocked");
+    cb.expect_label(&tab, "🔴 api", SECOND);
+}
+
+/// "When the set of panes changes, the per-pane subscriptions are
+/// rebuilt": also when one pane closes and another opens at once, so the
+/// number of panes stays the same.
+#[test]
+fn a_pane_swapped_for_another_is_subscribed() {
+    let cb = Cowbell::with(Options::immediate(), 1.0);
+    let (a, _) = cb.tab(Some("a"));
+    let (b, _) = cb.tab(Some("b"));
+    let extra = cb.herdr.add_pane(&a);
+    cb.startup();
+    cb.wait_for_daemon(2 * SECOND);
+    cb.expect_steady(&b, "b", Duration::from_millis(500));
+    // In one debounce window: a pane goes, another comes.
+    cb.herdr.close_pane(&extra);
+    let fresh = cb.herdr.add_pane(&b);
+    std::thread::sleep(Duration::from_millis(500));
+    // The first report also raises pane_agent_detected (a lifecycle event).
+    cb.herdr.set_status(&fresh, "working");
+    cb.expect_label(&b, "🟡 b", SECOND);
+    std::thread::sleep(Duration::from_millis(300));
+    // This change reaches cowbell only through the status subscription;
+    // the heartbeat is 60 s away.
+    cb.herdr.set_status(&fresh, "blocked");
+    cb.expect_label(&b, "🔴 b", 2 * SECOND);
+}
+
+/// "A 60 s heartbeat ... also checks that the plugin is still enabled":
+/// every 60 s, not every 90. The mean gap over several beats is robust to
+/// one late wake-up on a busy machine.
+#[test]
+fn the_heartbeat_checks_the_plugin_every_sixty_seconds() {
+    // Scale 60: every second.
+    let cb = Cowbell::with(Options::default(), 60.0);
+    cb.tab(Some("api"));
+    cb.startup();
+    cb.wait_for_daemon(2 * SECOND);
+    std::thread::sleep(Duration::from_millis(5500));
+    let times: Vec<Instant> = cb
+        .herdr
+        .requests_of("plugin.list")
+        .iter()
+        .map(|r| r.at)
+        .collect();
+    assert!(times.len() >= 4, "{} plugin checks in 5.5 s", times.len());
+    let mean = (times[times.len() - 1] - times[0]) / (times.len() as u32 - 1);
+    assert!(
+        mean >= Duration::from_millis(900) && mean <= Duration::from_millis(1300),
+        "plugin checks {mean:?} apart on average, not 1 s (60 s scaled)"
+    );
+}
+
+/// "Events are debounced for about 100 ms, then it resyncs."
+#[test]
+fn the_resync_follows_an_event_after_about_a_hundred_ms() {
+    let cb = Cowbell::with(Options::immediate(), 1.0);
+    let (tab, pane) = cb.tab(Some("api"));
+    cb.startup();
+    cb.wait_for_daemon(2 * SECOND);
+    cb.expect_steady(&tab, "api", Duration::from_millis(500));
+    let mut delays = Vec::new();
+    for status in ["blocked", "working", "blocked", "working", "blocked"] {
+        cb.herdr.clear_requests();
+        let changed = Instant::now();
+        cb.herdr.set_status(&pane, status);
+        let want = if status == "blocked" {
+            "🔴 api"
+        } else {
+            "🟡 api"
+        };
+        cb.expect_label(&tab, want, SECOND);
+        let list = cb.herdr.requests_of("tab.list")[0].at;
+        delays.push(list - changed);
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    delays.sort();
+    let median = delays[delays.len() / 2];
+    assert!(
+        median >= Duration::from_millis(80) && median <= Duration::from_millis(200),
+        "event to tab.list: {delays:?}"
+    );
+}
+
+/// "These events trigger a resync: a tab is ... moved": with
+/// include_auto_named, the icon follows a move at once, not at the next
+/// heartbeat (unscaled, 60 s away).
+#[test]
+fn a_move_alone_brings_a_resync() {
+    let cb = Cowbell::with(Options::immediate(), 1.0);
+    cb.write_config(r#"{"include_auto_named": true}"#);
+    let (t1, p1) = cb.tab(None);
+    let (t2, _) = cb.tab(None);
+    cb.herdr.set_status(&p1, "blocked");
+    cb.startup();
+    cb.wait_for_daemon(2 * SECOND);
+    cb.expect_label(&t1, "🔴 1", 2 * SECOND);
+    cb.expect_steady(&t2, "2", Duration::from_millis(300));
+    cb.herdr.move_tab(&t1, 2);
+    cb.expect_label(&t1, "🔴 2", SECOND);
+}
