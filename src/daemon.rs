@@ -357,18 +357,21 @@ mod tests {
         let paths = paths_in(&dir);
         let file = open_pidfile(&paths).unwrap();
         std::fs::write(paths.pid_file(), "4242\n").unwrap();
-        // A `status` look: a shared lock, held for 5 ms.
+        // Another command's look: the lock held by another open file,
+        // let go on a word from this thread (a sleep-timed hand-off failed
+        // now and then on a busy machine).
+        assert!(sys::try_lock_exclusive(file.as_fd()).unwrap());
+        let (let_go, told) = std::sync::mpsc::channel::<()>();
         let passer = std::thread::spawn(move || {
-            // SAFETY: flock on an fd we own; no pointers.
-            unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&file), libc::LOCK_SH) };
-            std::thread::sleep(Duration::from_millis(5));
+            told.recv().unwrap();
             drop(file);
         });
-        std::thread::sleep(Duration::from_millis(1));
         assert!(matches!(
             try_lock(&paths).unwrap(),
             Holder::Daemon(Some(4242))
         ));
+        // The look lets go well within the 20 ms the confirmation waits.
+        let_go.send(()).unwrap();
         assert!(matches!(
             try_lock_confirmed(&paths).unwrap(),
             Holder::Free(_)
