@@ -26,8 +26,11 @@ use crate::signals::Signals;
 use crate::state;
 use crate::sys;
 
-/// How long `--replace`, `off` and `remove-icons` wait for the old daemon.
+/// How long `--replace` waits for the old daemon to hand over, and `off`
+/// and `remove-icons` for a daemon to take their signal.
 pub const HANDOVER_WAIT: Duration = Duration::from_secs(5);
+/// How long `off` and `remove-icons` wait, once signalled, for the daemon
+/// to give every name back and exit (its restore retries for up to 10 s).
 pub const STOP_WAIT: Duration = Duration::from_secs(15);
 
 /// How long a pid must stay in a held pidfile to be trusted (see above).
@@ -276,9 +279,10 @@ fn hand_over(paths: &Paths) -> io::Result<Result<Lock, Option<u32>>> {
             Holder::Daemon(_) => {}
         }
         if Instant::now() >= give_up {
-            return Err(io::Error::other(
-                "the old daemon did not hand over within 5 s",
-            ));
+            return Err(io::Error::other(format!(
+                "the old daemon did not hand over within {} s",
+                HANDOVER_WAIT.as_secs()
+            )));
         }
         std::thread::sleep(Duration::from_millis(10));
     }

@@ -1064,6 +1064,8 @@ impl EventLoop {
                     count: ids.len(),
                     fingerprint: files::fingerprint(params.as_bytes()),
                 };
+                // At 3000 panes the list is large: only the params are
+                // needed from here, so the rest goes now.
                 drop(ids);
                 drop(panes);
                 let backing_off = self.resubscribe_deadline.is_some();

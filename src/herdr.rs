@@ -256,9 +256,14 @@ impl std::fmt::Display for Malformed {
     }
 }
 
-/// The first 200 bytes of a line, for messages, cut at a char boundary.
+/// The first 200 bytes of a line, for messages, cut at a char boundary
+/// (a character cut in two would show as U+FFFD).
 pub fn excerpt(bytes: &[u8]) -> String {
-    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(200)]);
+    let mut end = bytes.len().min(200);
+    while end < bytes.len() && end > 0 && bytes[end] & 0xC0 == 0x80 {
+        end -= 1;
+    }
+    let text = String::from_utf8_lossy(&bytes[..end]);
     let mut text = text.into_owned();
     text.retain(|c| !crate::log::is_control(c));
     text
@@ -599,6 +604,16 @@ mod tests {
         ] {
             assert!(kinds.contains(&kind), "{kind} is not subscribed");
         }
+    }
+
+    #[test]
+    fn an_excerpt_never_cuts_a_character_in_two() {
+        let mut line = "a".repeat(199);
+        line.push('é');
+        line.push_str("rest");
+        assert_eq!(excerpt(line.as_bytes()), "a".repeat(199));
+        assert_eq!(excerpt("é".repeat(150).as_bytes()), "é".repeat(100));
+        assert_eq!(excerpt(b"short"), "short");
     }
 
     #[test]

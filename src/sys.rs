@@ -133,7 +133,7 @@ fn new_stream_socket() -> io::Result<OwnedFd> {
     }
 }
 
-/// What `poll` reported for one fd.
+/// The events a poll entry asks for.
 pub const READABLE: libc::c_short = libc::POLLIN;
 pub const WRITABLE: libc::c_short = libc::POLLOUT;
 
