@@ -47,7 +47,6 @@ pub struct Settings {
     /// One spinner frame (the loop's deadline; the core only counts frames).
     pub spinner_interval: Duration,
     pub timing: Timing,
-    pub echo_memory: Duration,
 }
 
 impl Settings {
@@ -61,7 +60,6 @@ impl Settings {
             spinner: config.spinner,
             spinner_interval: Duration::from_millis(config.spinner_interval_ms) / scale.max(1),
             timing,
-            echo_memory: ECHO_MEMORY,
         }
     }
 }
@@ -94,10 +92,10 @@ pub struct Sent {
 }
 
 impl TabRecord {
-    fn sent_recently(&self, label: &str, now: Instant, memory: Duration) -> bool {
-        self.sent
-            .iter()
-            .any(|sent| sent.label == label && now.saturating_duration_since(sent.at) <= memory)
+    fn sent_recently(&self, label: &str, now: Instant) -> bool {
+        self.sent.iter().any(|sent| {
+            sent.label == label && now.saturating_duration_since(sent.at) <= ECHO_MEMORY
+        })
     }
 
     /// A label cowbell put there: the last one it sent (its rename may have
@@ -113,7 +111,7 @@ impl TabRecord {
         let unechoed = self.sent.iter().any(|sent| {
             !sent.echoed
                 && sent.label == label
-                && now.saturating_duration_since(sent.at) <= settings.echo_memory
+                && now.saturating_duration_since(sent.at) <= ECHO_MEMORY
         });
         newest || unechoed || is_own_spinner_frame(label, &self.base, settings)
     }
@@ -231,7 +229,7 @@ impl Tracker {
         };
         record
             .sent
-            .retain(|sent| now.saturating_duration_since(sent.at) <= settings.echo_memory);
+            .retain(|sent| now.saturating_duration_since(sent.at) <= ECHO_MEMORY);
         if tab.label != record.seen {
             if record.is_own(&tab.label, settings, now) {
                 record.written = Some(tab.label.clone());
@@ -323,9 +321,10 @@ impl Tracker {
         let Some(record) = self.tabs.get_mut(tab_id) else {
             return false;
         };
-        let memory = settings.echo_memory;
         let pending = record.sent.iter_mut().find(|sent| {
-            !sent.echoed && sent.label == label && now.saturating_duration_since(sent.at) <= memory
+            !sent.echoed
+                && sent.label == label
+                && now.saturating_duration_since(sent.at) <= ECHO_MEMORY
         });
         match pending {
             Some(sent) => {
@@ -393,7 +392,7 @@ impl Tracker {
             let target = match self.tabs.get(&tab.tab_id) {
                 Some(record) => {
                     let ours = record.written.as_deref() == Some(tab.label.as_str())
-                        || record.sent_recently(&tab.label, now, ECHO_MEMORY);
+                        || record.sent_recently(&tab.label, now);
                     match (ours, record.auto_named) {
                         (true, true) => tab.number.to_string(),
                         (true, false) => record.base.clone(),
