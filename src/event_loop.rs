@@ -507,20 +507,10 @@ impl EventLoop {
             self.reconnect_deadline = None;
             self.connect(now);
         }
-        if self
-            .lifecycle
-            .as_ref()
-            .and_then(|s| s.ack_deadline)
-            .is_some_and(|d| now >= d)
-        {
+        if due(self.lifecycle.as_ref().and_then(|s| s.ack_deadline)) {
             self.disconnected("herdr did not acknowledge the subscription", now);
         }
-        if self
-            .status
-            .as_ref()
-            .and_then(|s| s.ack_deadline)
-            .is_some_and(|d| now >= d)
-        {
+        if due(self.status.as_ref().and_then(|s| s.ack_deadline)) {
             self.status_lost("status subscription not acknowledged", now);
         }
         let mut index = self.in_flight.len();
@@ -581,13 +571,10 @@ impl EventLoop {
     }
 
     fn arm_spinner(&mut self, now: Instant) {
-        if self.spinner_deadline.is_none()
-            && self.connected
-            && self.tracker.spinning(&self.settings, now)
-        {
-            self.spinner_deadline = Some(now + self.settings.spinner_interval);
-        } else if !self.tracker.spinning(&self.settings, now) {
+        if !self.tracker.spinning(&self.settings, now) {
             self.spinner_deadline = None;
+        } else if self.connected && self.spinner_deadline.is_none() {
+            self.spinner_deadline = Some(now + self.settings.spinner_interval);
         }
     }
 
@@ -979,56 +966,10 @@ impl EventLoop {
                 self.resync_running = false;
             }
             (Purpose::ListTabs { restore: false }, Message::Tabs(infos)) => {
-                // A pane created or closed without its event reaching us
-                // (a slow reader loses events) shows in the pane counts.
-                let listed_panes: u64 = infos.iter().filter_map(|t| t.pane_count).sum();
-                let listing = self.queue.contains(&Purpose::ListPanes)
-                    || self
-                        .in_flight
-                        .iter()
-                        .any(|p| p.purpose == Purpose::ListPanes);
-                // (Not while a refused subscription waits out its backoff:
-                // its timer lists the panes again.)
-                if listed_panes != self.subscribed_panes.count as u64
-                    && !listing
-                    && self.resubscribe_deadline.is_none()
-                {
-                    self.queue.push_back(Purpose::ListPanes);
-                }
-                let tabs: Vec<Tab> = infos.into_iter().map(TabInfo::into_tab).collect();
-                let plan = self.tracker.resync(&tabs, &self.settings, now);
-                for note in &plan.notes {
-                    self.log.line(&describe_note(note));
-                }
-                // With the spinner on, a line per frame would rotate every
-                // other line out of the log within minutes.
-                self.resync_quiet = plan.only_frames();
-                if !self.resync_quiet {
-                    self.log.line(&format!(
-                        "resync: {} tabs, {} to rename",
-                        tabs.len(),
-                        plan.renames.len()
-                    ));
-                }
-                self.renames_outstanding += plan.renames.len();
-                self.queue_renames(plan.renames, false, self.resync_quiet);
-                self.maybe_finish_resync(now);
+                self.on_tabs_listed(infos, now)
             }
             (Purpose::ListTabs { restore: true }, Message::Tabs(infos)) => {
-                let tabs: Vec<Tab> = infos.into_iter().map(TabInfo::into_tab).collect();
-                let renames = self
-                    .tracker
-                    .restore_plan(&tabs, &self.settings.labeler, false, now);
-                // What needs no rename (gone, or already its own name) is
-                // done; the rest leaves the state once herdr confirms it.
-                self.tracker
-                    .tabs
-                    .retain(|id, _| renames.iter().any(|r| &r.tab_id == id));
-                self.log
-                    .line(&format!("restore: {} tabs to rename", renames.len()));
-                self.restores_outstanding = renames.len();
-                self.queue_renames(renames, true, false);
-                self.maybe_finish_restore(now);
+                self.on_restore_listed(infos, now)
             }
             (
                 Purpose::Rename {
@@ -1038,41 +979,8 @@ impl EventLoop {
                     quiet,
                 },
                 Message::Renamed(_) | Message::Ok(_),
-            ) => {
-                if restore {
-                    self.log
-                        .line(&format!("restored {tab_id} as {}", quote(&label)));
-                    self.tracker.tabs.remove(&tab_id);
-                    self.restores_outstanding = self.restores_outstanding.saturating_sub(1);
-                    self.maybe_finish_restore(now);
-                } else {
-                    if !quiet {
-                        self.log
-                            .line(&format!("renamed {tab_id} to {}", quote(&label)));
-                    }
-                    self.tracker.confirm(&tab_id, &label);
-                    self.rename_done(now);
-                }
-            }
-            (Purpose::ListPanes, Message::Panes(panes)) => {
-                // Sorted as &str, which the resync's present tabs also sort:
-                // one sort in the binary rather than two.
-                let mut ids: Vec<&str> = panes.iter().map(String::as_str).collect();
-                ids.sort_unstable();
-                let params = herdr::status_subscription(&ids);
-                let set = PaneSet {
-                    count: ids.len(),
-                    fingerprint: files::fingerprint(params.as_bytes()),
-                };
-                // At 3000 panes the list is large: only the params are
-                // needed from here, so the rest goes now.
-                drop(ids);
-                drop(panes);
-                let backing_off = self.resubscribe_deadline.is_some();
-                if (set != self.subscribed_panes || self.status.is_none()) && !backing_off {
-                    self.subscribe_status(params, set, now);
-                }
-            }
+            ) => self.on_renamed(tab_id, label, restore, quiet, now),
+            (Purpose::ListPanes, Message::Panes(panes)) => self.on_panes_listed(panes, now),
             (Purpose::ListPlugins, Message::Plugins(plugins)) => {
                 match plugins.iter().find(|(id, _)| *id == self.paths.plugin_id) {
                     Some((_, true)) => {}
@@ -1088,6 +996,103 @@ impl EventLoop {
                 ));
                 self.request_failed(purpose, now);
             }
+        }
+    }
+
+    /// A resync's tab list: decide, log, and queue the renames.
+    fn on_tabs_listed(&mut self, infos: Vec<TabInfo>, now: Instant) {
+        // A pane created or closed without its event reaching us
+        // (a slow reader loses events) shows in the pane counts.
+        let listed_panes: u64 = infos.iter().filter_map(|t| t.pane_count).sum();
+        let listing = self.queue.contains(&Purpose::ListPanes)
+            || self
+                .in_flight
+                .iter()
+                .any(|p| p.purpose == Purpose::ListPanes);
+        // (Not while a refused subscription waits out its backoff:
+        // its timer lists the panes again.)
+        if listed_panes != self.subscribed_panes.count as u64
+            && !listing
+            && self.resubscribe_deadline.is_none()
+        {
+            self.queue.push_back(Purpose::ListPanes);
+        }
+        let tabs: Vec<Tab> = infos.into_iter().map(TabInfo::into_tab).collect();
+        let plan = self.tracker.resync(&tabs, &self.settings, now);
+        for note in &plan.notes {
+            self.log.line(&describe_note(note));
+        }
+        // With the spinner on, a line per frame would rotate every
+        // other line out of the log within minutes.
+        self.resync_quiet = plan.only_frames();
+        if !self.resync_quiet {
+            self.log.line(&format!(
+                "resync: {} tabs, {} to rename",
+                tabs.len(),
+                plan.renames.len()
+            ));
+        }
+        self.renames_outstanding += plan.renames.len();
+        self.queue_renames(plan.renames, false, self.resync_quiet);
+        self.maybe_finish_resync(now);
+    }
+
+    /// The restore's tab list: queue the renames that give names back.
+    fn on_restore_listed(&mut self, infos: Vec<TabInfo>, now: Instant) {
+        let tabs: Vec<Tab> = infos.into_iter().map(TabInfo::into_tab).collect();
+        let renames = self
+            .tracker
+            .restore_plan(&tabs, &self.settings.labeler, false, now);
+        self.log
+            .line(&format!("restore: {} tabs to rename", renames.len()));
+        self.restores_outstanding = renames.len();
+        self.queue_renames(renames, true, false);
+        self.maybe_finish_restore(now);
+    }
+
+    /// herdr applied a rename of a resync or of the restore.
+    fn on_renamed(
+        &mut self,
+        tab_id: String,
+        label: String,
+        restore: bool,
+        quiet: bool,
+        now: Instant,
+    ) {
+        if restore {
+            self.log
+                .line(&format!("restored {tab_id} as {}", quote(&label)));
+            self.tracker.tabs.remove(&tab_id);
+            self.restores_outstanding = self.restores_outstanding.saturating_sub(1);
+            self.maybe_finish_restore(now);
+        } else {
+            if !quiet {
+                self.log
+                    .line(&format!("renamed {tab_id} to {}", quote(&label)));
+            }
+            self.tracker.confirm(&tab_id, &label);
+            self.rename_done(now);
+        }
+    }
+
+    /// The pane list: subscribe to the status of exactly these panes.
+    fn on_panes_listed(&mut self, panes: Vec<String>, now: Instant) {
+        // Sorted as &str, which the resync's present tabs also sort:
+        // one sort in the binary rather than two.
+        let mut ids: Vec<&str> = panes.iter().map(String::as_str).collect();
+        ids.sort_unstable();
+        let params = herdr::status_subscription(&ids);
+        let set = PaneSet {
+            count: ids.len(),
+            fingerprint: files::fingerprint(params.as_bytes()),
+        };
+        // At 3000 panes the list is large: only the params are
+        // needed from here, so the rest goes now.
+        drop(ids);
+        drop(panes);
+        let backing_off = self.resubscribe_deadline.is_some();
+        if (set != self.subscribed_panes || self.status.is_none()) && !backing_off {
+            self.subscribe_status(params, set, now);
         }
     }
 

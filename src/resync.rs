@@ -380,8 +380,10 @@ impl Tracker {
     /// an auto-named tab); a label someone else set since keeps their name,
     /// stripped of a leading icon. With `every_tab`, tabs cowbell does not
     /// track lose a leading icon too (remove-icons cleans up after a crash).
+    /// The tabs that need no rename (gone, or showing their own name) are
+    /// done and forgotten; the others stay until herdr confirms theirs.
     pub fn restore_plan(
-        &self,
+        &mut self,
         listed: &[Tab],
         labeler: &Labeler,
         every_tab: bool,
@@ -409,6 +411,8 @@ impl Tracker {
                 });
             }
         }
+        self.tabs
+            .retain(|id, _| renames.iter().any(|r| &r.tab_id == id));
         renames
     }
 }
@@ -844,6 +848,8 @@ mod tests {
                 .collect::<Vec<_>>(),
             [("w1:t1", "api"), ("w1:t2", "theirs"), ("w1:t3", "2")]
         );
+        // Every tracked tab needs its rename, so all are still tracked.
+        assert_eq!(tracker.tabs.len(), 3);
         let plan = tracker.restore_plan(&tabs, &s.labeler, true, now);
         assert_eq!(
             plan.last().unwrap(),
@@ -872,7 +878,10 @@ mod tests {
         assert_eq!(tracker.tabs["w1:t1"].base, "web");
         tabs[0].label = "api".into();
         // Turned off before any resync saw the rename back: "api" stays.
-        assert_eq!(tracker.restore_plan(&tabs, &s.labeler, false, later), []);
+        let mut stopping = tracker.clone();
+        assert_eq!(stopping.restore_plan(&tabs, &s.labeler, false, later), []);
+        // Nothing left to give back: the tab is forgotten.
+        assert!(stopping.tabs.is_empty());
         let plan = tracker.resync(&tabs, &s, later);
         assert_eq!(renames(&plan), []);
         assert_eq!(tracker.tabs["w1:t1"].base, "api");
