@@ -7,7 +7,7 @@
 
 use std::fmt::Write as _;
 use std::io::Write;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use miniserde::{Serialize, json};
 
@@ -16,7 +16,7 @@ use crate::daemon::{self, Holder, Lock, Reached, Started};
 use crate::error::Error;
 use crate::fights::Timing;
 
-use crate::herdr::{self, Message, TabInfo};
+use crate::herdr::{self, CallError, Message, TabInfo};
 use crate::labels;
 use crate::log::{quote, utc_timestamp};
 use crate::paths::Paths;
@@ -152,18 +152,7 @@ fn restore(paths: &Paths, tracker: &mut Tracker, every_tab: bool) -> Result<usiz
     let tabs = list_tabs(paths)?;
     let renames = tracker.restore_plan(&tabs, &labeler, every_tab, Instant::now());
     let mut restored = 0;
-    let mut failed: Vec<&str> = Vec::new();
-    let mut first_error = None;
-    for rename in &renames {
-        match rename_tab(paths, rename) {
-            Ok(_) => restored += 1,
-            Err(error) => {
-                complain!("cowbell: restoring {}: {error}", rename.tab_id);
-                failed.push(&rename.tab_id);
-                first_error.get_or_insert(error);
-            }
-        }
-    }
+    let (failed, first_error) = send_renames(paths, &renames, "restoring", |_| restored += 1);
     // Forget every tab whose name is back (or that is gone); keep the rest
     // for the next try.
     tracker.tabs.retain(|id, _| failed.contains(&id.as_str()));
@@ -204,24 +193,80 @@ pub fn sync(paths: &Paths) -> Result<u8, Error> {
     let mut tracker = state::to_tracker(&state, clock, &settings.timing);
     let tabs = list_tabs(paths)?;
     let plan = tracker.resync(&tabs, &settings, clock.mono);
-    let mut failures = 0;
-    for rename in &plan.renames {
-        match rename_tab(paths, rename) {
-            Ok(_) => tracker.confirm(&rename.tab_id, &rename.label),
-            Err(error) => {
-                complain!("cowbell: renaming {}: {error}", rename.tab_id);
-                failures += 1;
-            }
-        }
+    let mut applied = Vec::new();
+    let (failed, _) = send_renames(paths, &plan.renames, "renaming", |rename| {
+        applied.push(rename)
+    });
+    for rename in applied {
+        tracker.confirm(&rename.tab_id, &rename.label);
     }
     write_state(paths, &tracker, false, Clock::now())?;
     drop(lock);
-    Ok(if failures > 0 { 3 } else { 0 })
+    Ok(if failed.is_empty() { 0 } else { 3 })
 }
 
-fn rename_tab(paths: &Paths, rename: &Rename) -> Result<Message, herdr::CallError> {
-    let params = herdr::rename_params(&rename.tab_id, &rename.label);
-    herdr::call(&paths.socket, "tab.rename", &params)
+/// How long a short command goes on renaming: herdr answers a rename
+/// within a millisecond, so only a stalling herdr reaches this, and a hook
+/// or an action must finish (herdr runs at most 32 plugin commands at
+/// once, and waits for each).
+const RENAMES_BUDGET: Duration = Duration::from_secs(5);
+
+/// Sends `renames` one by one, calling `applied` for each one herdr
+/// applied. Stops early when herdr stops answering or the budget is spent:
+/// the renames not sent count as failed, like the ones herdr refused, so
+/// the caller keeps them for the next try. A tab closed since the list is
+/// neither (it has no name left to give). Returns the failed tabs and the
+/// first error.
+fn send_renames<'a>(
+    paths: &Paths,
+    renames: &'a [Rename],
+    doing: &str,
+    mut applied: impl FnMut(&'a Rename),
+) -> (Vec<&'a str>, Option<CallError>) {
+    let give_up = Instant::now() + RENAMES_BUDGET;
+    let mut failed = Vec::new();
+    let mut first_error = None;
+    for (index, rename) in renames.iter().enumerate() {
+        let params = herdr::rename_params(&rename.tab_id, &rename.label);
+        match herdr::call(&paths.socket, "tab.rename", &params) {
+            Ok(_) => applied(rename),
+            Err(CallError::Herdr(error)) if error.code == "tab_not_found" => {}
+            Err(error) => {
+                complain!("cowbell: {doing} {}: {error}", rename.tab_id);
+                failed.push(rename.tab_id.as_str());
+                let stalled = matches!(
+                    error,
+                    CallError::Timeout
+                        | CallError::Connect(_)
+                        | CallError::Closed
+                        | CallError::Io(_)
+                );
+                first_error.get_or_insert(error);
+                if stalled {
+                    break_off(
+                        &renames[index + 1..],
+                        &mut failed,
+                        "herdr stopped answering",
+                    );
+                    break;
+                }
+            }
+        }
+        if Instant::now() >= give_up && index + 1 < renames.len() {
+            let why = format!("herdr is slow ({} s spent)", RENAMES_BUDGET.as_secs());
+            break_off(&renames[index + 1..], &mut failed, &why);
+            first_error.get_or_insert(CallError::Timeout);
+            break;
+        }
+    }
+    (failed, first_error)
+}
+
+fn break_off<'a>(rest: &'a [Rename], failed: &mut Vec<&'a str>, why: &str) {
+    if !rest.is_empty() {
+        complain!("cowbell: {why}: {} more tabs not renamed", rest.len());
+        failed.extend(rest.iter().map(|rename| rename.tab_id.as_str()));
+    }
 }
 
 fn list_tabs(paths: &Paths) -> Result<Vec<Tab>, Error> {

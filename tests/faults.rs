@@ -664,6 +664,105 @@ fn a_server_whose_queue_is_full_cannot_hang_a_command() {
     drop(listener);
 }
 
+/// A daemon killed over `n` tabs with icons: state.json holds their names,
+/// so `remove-icons` has `n` renames to make.
+fn killed_over_icons(n: usize) -> (Cowbell, Vec<(String, String)>) {
+    let cb = Cowbell::new();
+    let names: Vec<String> = (0..n).map(|i| format!("tab{i}")).collect();
+    let tabs: Vec<(String, String)> = names.iter().map(|name| cb.tab(Some(name))).collect();
+    for (_, pane) in &tabs {
+        cb.herdr.set_status(pane, "blocked");
+    }
+    cb.startup();
+    let pid = cb.wait_for_daemon(2 * SECOND);
+    for ((tab, _), name) in tabs.iter().zip(&names) {
+        cb.expect_label(tab, &format!("🔴 {name}"), 2 * SECOND);
+    }
+    let ids: Vec<&str> = tabs.iter().map(|(tab, _)| tab.as_str()).collect();
+    cb.wait_state_saved(&ids);
+    cowbell::signal(pid, libc::SIGKILL);
+    assert!(cowbell::wait_dead(pid, 2 * SECOND));
+    (cb, tabs)
+}
+
+/// A menu action must finish (herdr runs at most 32 plugin commands and
+/// waits for each): a herdr that lists the tabs and then stops answering
+/// renames costs one request's 2 s, not 2 s per tab, and the names not
+/// given back stay in state.json for the next try.
+#[test]
+fn a_command_stops_renaming_when_herdr_stops_answering() {
+    let (cb, tabs) = killed_over_icons(8);
+    cb.herdr.set_silent_method(Some("tab.rename"));
+    let start = Instant::now();
+    let outcome = cb.run_as(&["remove-icons"], "action");
+    let took = start.elapsed();
+    assert!(
+        took < REQUEST_TIMEOUT + 3 * SECOND,
+        "remove-icons took {took:?}"
+    );
+    assert_eq!(outcome.status.code(), Some(3), "{}", outcome.stderr);
+    assert!(
+        outcome
+            .stderr
+            .contains("herdr stopped answering: 7 more tabs not renamed"),
+        "{}",
+        outcome.stderr
+    );
+    let state = cb.state_json();
+    for (tab, _) in &tabs {
+        assert!(
+            state.contains(&format!("\"{tab}\"")),
+            "{tab} forgotten: {state}"
+        );
+    }
+    // herdr answers again: the next try gives every name back.
+    cb.herdr.set_silent_method(None);
+    let outcome = cb.run_as(&["remove-icons"], "action");
+    assert_eq!(outcome.status.code(), Some(0), "{}", outcome.stderr);
+    for (i, (tab, _)) in tabs.iter().enumerate() {
+        assert_eq!(cb.herdr.label(tab), format!("tab{i}"));
+    }
+}
+
+/// A herdr that answers, but slowly, gets the rest of a command's renames
+/// left for the next try once 5 s are spent, rather than holding the
+/// command for a second and a half per tab.
+#[test]
+fn a_command_gives_up_renaming_on_a_slow_herdr_after_five_seconds() {
+    let (cb, tabs) = killed_over_icons(10);
+    cb.herdr.set_response_delay(Duration::from_millis(1500));
+    let start = Instant::now();
+    let outcome = cb.run_as(&["remove-icons"], "action");
+    let took = start.elapsed();
+    // One list, renames for 5 s, the one under way: about 8 s, where one
+    // rename after another took 16.5 s.
+    assert!(took < 11 * SECOND, "remove-icons took {took:?}");
+    assert_eq!(outcome.status.code(), Some(3), "{}", outcome.stderr);
+    assert!(
+        outcome.stderr.contains("herdr is slow"),
+        "{}",
+        outcome.stderr
+    );
+    let state = cb.state_json();
+    let kept = tabs
+        .iter()
+        .filter(|(tab, _)| state.contains(&format!("\"{tab}\"")))
+        .count();
+    assert!(kept > 0 && kept < tabs.len(), "{kept} kept: {state}");
+}
+
+/// A tab closed between the command's tab.list and its rename has no name
+/// left to give back: herdr's tab_not_found is no failure.
+#[test]
+fn a_tab_closed_before_its_restore_is_not_a_failure() {
+    let (cb, tabs) = killed_over_icons(2);
+    cb.herdr.fail_next_renames(1);
+    let outcome = cb.run_as(&["remove-icons"], "action");
+    assert_eq!(outcome.status.code(), Some(0), "{}", outcome.stderr);
+    assert_eq!(cb.herdr.label(&tabs[1].0), "tab1");
+    assert!(!cb.state_json().contains(&format!("\"{}\"", tabs[0].0)));
+}
+
 // ---------------------------------------------------------------------------
 // Replay of the server's last 512 events
 // ---------------------------------------------------------------------------

@@ -500,6 +500,8 @@ struct State {
     notifications: Vec<Notification>,
     response_delay: Duration,
     silent: bool,
+    /// Requests of this method are read and never answered.
+    silent_method: Option<String>,
     fail_renames: usize,
     /// Set while `tracked` runs, so nested calls don't emit twice.
     tracking: bool,
@@ -1433,7 +1435,9 @@ fn serve(shared: &Shared, stop: &AtomicBool, conn: u64, stream: &mut UnixStream)
             params,
             line: line.clone(),
         });
-        (st.response_delay, st.silent)
+        let silent = st.silent
+            || matches!((&st.silent_method, &parsed), (Some(m), Ok((_, method, _))) if m == method);
+        (st.response_delay, silent)
     };
     // Fault hook: a canned raw answer replaces the real one (see the end).
     if let Some(bytes) = take_canned(shared, &line) {
@@ -1577,6 +1581,7 @@ impl FakeHerdr {
             notifications: Vec::new(),
             response_delay: Duration::ZERO,
             silent: false,
+            silent_method: None,
             fail_renames: 0,
             tracking: false,
             canned: Vec::new(),
@@ -1926,6 +1931,12 @@ impl FakeHerdr {
     /// Accept connections and read requests but never answer.
     pub fn set_silent(&self, silent: bool) {
         self.with(|s| s.silent = silent)
+    }
+
+    /// Accept and read requests of `method` but never answer them (a herdr
+    /// that lists tabs and then stalls on renames); `None` ends it.
+    pub fn set_silent_method(&self, method: Option<&str>) {
+        self.with(|s| s.silent_method = method.map(str::to_string))
     }
 
     /// Writes raw bytes to every open subscription connection.
