@@ -152,10 +152,19 @@ enum Input {
     Failed(String),
 }
 
-/// Reads what is there without blocking and splits it into lines.
-fn read_lines(stream: &mut UnixStream, lines: &mut LineBuffer) -> Input {
+/// How much one turn of the loop reads from one connection. herdr sends
+/// one event per subscription entry per 100 ms; a peer that floods would
+/// otherwise have every line it sent held at once (over 100 MiB in a
+/// review's test). The rest stays in the socket: poll reports it readable
+/// again next turn.
+const READ_PER_TURN: usize = 1024 * 1024;
+
+/// Reads what is there without blocking, up to `READ_PER_TURN`, and
+/// splits it into lines.
+fn read_lines(stream: &mut impl Read, lines: &mut LineBuffer) -> Input {
     let mut chunk = [0u8; 64 * 1024];
     let mut complete = Vec::new();
+    let mut taken = 0;
     loop {
         match stream.read(&mut chunk) {
             Ok(0) => {
@@ -173,6 +182,10 @@ fn read_lines(stream: &mut UnixStream, lines: &mut LineBuffer) -> Input {
                 }
                 while let Some(line) = lines.next_line() {
                     complete.push(line);
+                }
+                taken += n;
+                if taken >= READ_PER_TURN {
+                    return Input::Lines(complete);
                 }
             }
             Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
@@ -1287,5 +1300,43 @@ mod tests {
         assert_eq!(wait_millis(Duration::from_millis(100)), 100);
         assert_eq!(wait_millis(Duration::from_micros(99_001)), 100);
         assert_eq!(wait_millis(Duration::from_secs(u64::MAX)), libc::c_int::MAX);
+    }
+
+    /// A peer that always has more to send, as a flooding one does.
+    struct Flood {
+        sent: usize,
+    }
+
+    impl Read for Flood {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            if self.sent >= 16 * READ_PER_TURN {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            let line = b"{\"event\":\"tab_focused\"}\n";
+            let n = buf.len() / line.len() * line.len();
+            for chunk in buf[..n].chunks_mut(line.len()) {
+                chunk.copy_from_slice(line);
+            }
+            self.sent += n;
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn one_turn_reads_a_flood_only_up_to_its_share() {
+        let mut flood = Flood { sent: 0 };
+        let mut lines = LineBuffer::default();
+        let Input::Lines(first) = read_lines(&mut flood, &mut lines) else {
+            panic!("a flood is neither an end nor a failure");
+        };
+        let bytes: usize = first.iter().map(|line| line.len() + 1).sum();
+        assert!(
+            (READ_PER_TURN..READ_PER_TURN + 64 * 1024).contains(&bytes),
+            "{bytes}"
+        );
+        // The next turn goes on where this one stopped.
+        assert!(
+            matches!(read_lines(&mut flood, &mut lines), Input::Lines(more) if !more.is_empty())
+        );
     }
 }
