@@ -428,6 +428,9 @@ pub fn call(socket: &Path, method: &str, params: &str) -> Result<Message, CallEr
     crate::sys::set_blocking(&stream).map_err(CallError::Io)?;
     let io_error = |error: io::Error| match error.kind() {
         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => CallError::Timeout,
+        // herdr closed the connection before it read the request (a
+        // reset when it closed with the request unread).
+        io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset => CallError::Closed,
         _ => CallError::Io(error),
     };
     stream
@@ -614,6 +617,26 @@ mod tests {
         assert_eq!(excerpt(line.as_bytes()), "a".repeat(199));
         assert_eq!(excerpt("é".repeat(150).as_bytes()), "é".repeat(100));
         assert_eq!(excerpt(b"short"), "short");
+    }
+
+    /// herdr closing before it reads the request is "closed without an
+    /// answer", not a bare "Broken pipe (os error 32)" or "Connection reset
+    /// by peer", whichever the timing gives.
+    #[test]
+    fn a_server_that_closes_at_once_is_closed_whatever_the_timing() {
+        let dir = crate::files::tests::TempDir::new("closes");
+        let socket = dir.0.join("herdr.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        let server = std::thread::spawn(move || {
+            for _ in 0..20 {
+                drop(listener.accept().unwrap());
+            }
+        });
+        for _ in 0..20 {
+            let error = call(&socket, "ping", "{}").unwrap_err();
+            assert!(matches!(error, CallError::Closed), "{error}");
+        }
+        server.join().unwrap();
     }
 
     #[test]
