@@ -713,8 +713,11 @@ impl EventLoop {
         self.spinner_deadline = None;
         // From now on a retry is the restore's own (see `fire_deadlines`).
         self.retry_deadline = None;
-        if !self.connected && self.lifecycle.is_none() {
-            // (While a connection is being made, the restore waits for it.)
+        // `off` gives the names back itself once the daemon is gone; a
+        // SIGTERM or a disabled plugin tries a list first, since herdr may
+        // be back while the reconnect backoff still waits (see
+        // `request_failed`).
+        if !self.connected && self.lifecycle.is_none() && self.off {
             self.log
                 .line("no herdr server: names cannot be restored now; state kept for remove-icons");
             self.exit_code = Some(0);
@@ -878,7 +881,6 @@ impl EventLoop {
         // a rename landing after that list would keep its icon.
         if let Some(Stop::Restore { listed, .. }) = &mut self.stop
             && !*listed
-            && self.connected
             && !self.in_flight.iter().any(|p| {
                 matches!(
                     p.purpose,
@@ -1115,6 +1117,14 @@ impl EventLoop {
             Purpose::ListTabs { restore: false } => {
                 self.resync_running = false;
                 self.retry_deadline.get_or_insert(now + RETRY);
+            }
+            Purpose::ListTabs { restore: true } if !self.connected => {
+                // Tried while the daemon had no connection: no herdr after
+                // all.
+                self.log.line(
+                    "no herdr server: names cannot be restored now; state kept for remove-icons",
+                );
+                self.exit_code = Some(0);
             }
             Purpose::ListTabs { restore: true } => {
                 // The stop's deadline ends the tries (names kept in the

@@ -991,6 +991,31 @@ fn sigterm_while_disconnected_exits_and_keeps_state_for_remove_icons() {
     assert!(ok, "{:?}", s.names.name_mismatches(&s.cb.herdr.snapshot()));
 }
 
+/// herdr came back while the daemon still waits out its reconnect backoff
+/// (up to 30 s): a SIGTERM then gives the names back rather than leaving
+/// the icons because the daemon has not reconnected yet.
+#[test]
+fn sigterm_during_the_reconnect_backoff_restores_names_once_herdr_is_back() {
+    // Real time: the backoff grows 0.5, 1, 2, 4 s.
+    let mut s = scene();
+    let pid = s.pid();
+    s.cb.herdr.stop();
+    std::thread::sleep(Duration::from_millis(4000));
+    s.cb.herdr.start_again(true);
+    std::thread::sleep(Duration::from_millis(300));
+    cowbell::signal(pid, libc::SIGTERM);
+    wait_exit(&s.cb, pid, 12 * SECOND);
+    let ok =
+        s.cb.herdr
+            .wait_until(2 * SECOND, |snap| s.names.name_mismatches(snap).is_empty());
+    assert!(
+        ok,
+        "{:?}\n{}",
+        s.names.name_mismatches(&s.cb.herdr.snapshot()),
+        log_tail(&s.cb, 30)
+    );
+}
+
 // ---------------------------------------------------------------------------
 // Concurrency
 // ---------------------------------------------------------------------------
