@@ -206,7 +206,10 @@ pub fn start(paths: &Paths, replace: bool, foreground: bool) -> io::Result<Start
     if !foreground {
         match sys::fork()? {
             sys::Forked::Parent => return Ok(Started::Detached),
-            sys::Forked::Child => detach()?,
+            sys::Forked::Child => {
+                detach()?;
+                sys::close_inherited(lock.file.as_fd());
+            }
         }
     }
     Ok(Started::Exited(run(paths, lock, foreground)))

@@ -101,6 +101,24 @@ impl Signals {
                 }
             }
         }
+        // A launcher may have blocked these (the mask survives fork and
+        // exec), and a blocked signal never reaches the handler: the daemon
+        // could then be neither replaced nor turned off. A file size limit
+        // (ulimit -f) should make writes fail with EFBIG, which the log and
+        // the save handle, rather than kill the daemon with SIGXFSZ.
+        // SAFETY: sigset_t is plain data that sigemptyset initialises; the
+        // pointers are valid for the calls; SIG_IGN needs no handler.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            for (signal, _) in WATCHED {
+                libc::sigaddset(&mut set, signal);
+            }
+            if libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) == -1 {
+                return Err(io::Error::last_os_error());
+            }
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+        }
         Ok(Signals {
             read: File::from(read),
             _write: write,

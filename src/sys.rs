@@ -228,6 +228,30 @@ pub fn redirect_stdio(target: BorrowedFd<'_>) -> io::Result<()> {
     Ok(())
 }
 
+/// Closes every descriptor above 2 but `keep`: whatever the launcher let
+/// the daemon inherit beyond its standard ones (a shell's `3>&1` onto a
+/// pipe someone reads to end of file, say). Called in the forked daemon
+/// before it opens anything else.
+pub fn close_inherited(keep: BorrowedFd<'_>) {
+    let keep = keep.as_raw_fd();
+    // SAFETY: getrlimit fills a plain struct that outlives the call.
+    let mut limit: libc::rlimit = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; the pointer is valid.
+    let top = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0 {
+        // An unlimited or huge limit would take long to walk; a launcher
+        // leaks its first few descriptors, not its millionth.
+        limit.rlim_cur.min(65536) as libc::c_int
+    } else {
+        1024
+    };
+    for fd in (3..top).filter(|fd| *fd != keep) {
+        // SAFETY: no object in this process owns these descriptors: the
+        // daemon has opened nothing but `keep` yet, and close on a number
+        // that is not open only fails with EBADF.
+        unsafe { libc::close(fd) };
+    }
+}
+
 /// Sends `signal` to `pid`.
 pub fn kill(pid: u32, signal: libc::c_int) -> io::Result<()> {
     let pid = libc::pid_t::try_from(pid)

@@ -1016,6 +1016,93 @@ fn sigterm_during_the_reconnect_backoff_restores_names_once_herdr_is_back() {
     );
 }
 
+/// A launcher that leaks one more descriptor onto the pipe it reads (a
+/// shell's `cowbell on 3>&1 | cat`): the daemon must not keep it, or the
+/// reader never sees end of file.
+#[test]
+fn the_daemon_keeps_no_inherited_descriptor_open() {
+    use std::io::Read;
+    use std::os::fd::{FromRawFd, OwnedFd};
+    use std::os::unix::process::CommandExt;
+    let cb = Cowbell::new();
+    cb.tab(Some("api"));
+    let mut fds = [0; 2];
+    // SAFETY: pipe fills the two ints; no CLOEXEC, so the child inherits.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: both descriptors were just created and are owned here only.
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let write_raw = write.as_raw_fd();
+    let mut command = Command::new(bin());
+    command
+        .args(["daemon", "--replace"])
+        .env_clear()
+        .envs(cb.env("startup"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    // SAFETY: dup2 is async-signal-safe, as pre_exec requires.
+    unsafe {
+        command.pre_exec(move || {
+            libc::dup2(write_raw, 3);
+            Ok(())
+        });
+    }
+    assert!(command.status().unwrap().success());
+    drop(command);
+    drop(write);
+    cb.wait_for_daemon(2 * SECOND);
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = std::fs::File::from(read).read_to_end(&mut Vec::new());
+        let _ = done.send(());
+    });
+    assert!(
+        finished.recv_timeout(3 * SECOND).is_ok(),
+        "the daemon keeps the launcher's fd 3 open"
+    );
+}
+
+/// A launcher that blocks signals (the mask survives fork and exec) must
+/// not leave a daemon that can be neither replaced nor turned off.
+#[test]
+fn a_daemon_started_with_signals_blocked_can_still_be_turned_off() {
+    use std::os::unix::process::CommandExt;
+    let cb = Cowbell::new();
+    let (tab, pane) = cb.tab(Some("api"));
+    let mut command = Command::new(bin());
+    command
+        .arg("on")
+        .env_clear()
+        .envs(cb.env("action"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    // SAFETY: the sigset calls are async-signal-safe, as pre_exec requires,
+    // and work on a local plain-data set.
+    unsafe {
+        command.pre_exec(|| {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            for signal in [libc::SIGTERM, libc::SIGUSR1, libc::SIGUSR2, libc::SIGHUP] {
+                libc::sigaddset(&mut set, signal);
+            }
+            libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+            Ok(())
+        });
+    }
+    assert!(command.status().unwrap().success());
+    cb.herdr.set_status(&pane, "blocked");
+    cb.expect_label(&tab, "🔴 api", 2 * SECOND);
+    let pid = cb.wait_for_daemon(SECOND);
+    let outcome = cb.action("off");
+    let dead = cowbell::wait_dead(pid, SECOND);
+    if !dead {
+        cowbell::signal(pid, libc::SIGKILL);
+    }
+    assert!(dead && outcome.status.success(), "off: {}", outcome.stderr);
+    assert_eq!(cb.herdr.label(&tab), "api");
+}
+
 // ---------------------------------------------------------------------------
 // Concurrency
 // ---------------------------------------------------------------------------
