@@ -15,7 +15,8 @@
 use std::fs::File;
 use std::io::{self, Seek, SeekFrom, Write};
 use std::os::fd::AsFd;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::event_loop::{Durations, EventLoop};
@@ -53,6 +54,30 @@ impl Lock {
     /// Empties the pidfile, so the pid names nobody once the lock is free.
     fn clear_pid(&self) -> io::Result<()> {
         self.file.set_len(0)
+    }
+
+    /// Whether `path` is still the file this lock is on. Deleting the
+    /// state directory (or the pidfile) under a running daemon leaves its
+    /// lock on a file nobody finds, and the next start runs a second daemon
+    /// beside it, which `off` would stop alone.
+    pub fn is_at(&self, path: &Path) -> bool {
+        match (self.file.metadata(), std::fs::symlink_metadata(path)) {
+            (Ok(mine), Ok(there)) => mine.dev() == there.dev() && mine.ino() == there.ino(),
+            _ => false,
+        }
+    }
+}
+
+/// For a running daemon whose pidfile is gone or replaced (see
+/// `Lock::is_at`): the lock on the pidfile as it is now, with this pid
+/// written, or `None` when another daemon holds it.
+pub fn relock(paths: &Paths) -> io::Result<Option<Lock>> {
+    match try_lock(paths)? {
+        Holder::Free(mut lock) => {
+            lock.write_pid()?;
+            Ok(Some(lock))
+        }
+        Holder::Daemon(_) => Ok(None),
     }
 }
 
@@ -324,7 +349,7 @@ fn run(paths: &Paths, mut lock: Lock, foreground: bool) -> u8 {
         return 1;
     }
     let durations = Durations::from_env();
-    let code = EventLoop::new(paths.clone(), log, signals, durations).run();
+    let (code, lock) = EventLoop::new(paths.clone(), lock, log, signals, durations).run();
     if let Err(error) = lock.clear_pid() {
         Log::open(paths.log_file()).line(&format!(
             "cannot empty the pidfile {}: {error}",

@@ -16,6 +16,7 @@ use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
 use crate::config;
+use crate::daemon::{self, Lock};
 use crate::fights::Timing;
 use crate::files;
 use crate::herdr::{self, LineBuffer, Message, TabInfo};
@@ -240,6 +241,9 @@ enum Source {
 
 pub struct EventLoop {
     paths: Paths,
+    /// The pidfile's lock, held for the daemon's life (and taken again if
+    /// the pidfile is deleted under it).
+    lock: Lock,
     log: Log,
     signals: Signals,
     durations: Durations,
@@ -299,7 +303,13 @@ pub struct EventLoop {
 }
 
 impl EventLoop {
-    pub fn new(paths: Paths, mut log: Log, signals: Signals, durations: Durations) -> EventLoop {
+    pub fn new(
+        paths: Paths,
+        lock: Lock,
+        mut log: Log,
+        signals: Signals,
+        durations: Durations,
+    ) -> EventLoop {
         let settings = load_settings(&paths, &mut log, &durations);
         // One reading of both clocks while it holds: every save converts
         // instants with the same offset, so an unchanged state gives the
@@ -313,6 +323,7 @@ impl EventLoop {
         let tracker = state::to_tracker(&saved, clock, &durations.fight_timing);
         EventLoop {
             paths,
+            lock,
             log,
             signals,
             durations,
@@ -354,8 +365,9 @@ impl EventLoop {
         }
     }
 
-    /// Runs until the daemon should exit; returns the exit code.
-    pub fn run(mut self) -> u8 {
+    /// Runs until the daemon should exit; returns the exit code, and the
+    /// lock for the caller to let go.
+    pub fn run(mut self) -> (u8, Lock) {
         self.log.line(&format!(
             "started: socket {}, state {}",
             self.paths.socket.display(),
@@ -369,7 +381,7 @@ impl EventLoop {
             if let Some(code) = self.exit_code {
                 self.save();
                 self.log.line(&format!("exit {code}"));
-                return code;
+                return (code, self.lock);
             }
             self.start_queued(now);
             let (mut entries, sources) = self.poll_set();
@@ -561,6 +573,7 @@ impl EventLoop {
         if due(self.heartbeat_deadline) || due(self.plugin_check_deadline) {
             self.heartbeat_deadline = None;
             self.plugin_check_deadline = Some(now + self.durations.heartbeat);
+            self.check_pidfile(now);
             if self.connected && self.stop.is_none() {
                 self.queue.push_back(Purpose::ListPlugins);
                 self.begin_resync();
@@ -588,6 +601,31 @@ impl EventLoop {
             self.spinner_deadline = None;
         } else if self.connected && self.spinner_deadline.is_none() {
             self.spinner_deadline = Some(now + self.settings.spinner_interval);
+        }
+    }
+
+    /// The pidfile must still be the one this daemon holds: if someone
+    /// deleted the state directory, the daemon locks the pidfile anew, or,
+    /// when a daemon started since holds it, leaves the server to that one.
+    fn check_pidfile(&mut self, now: Instant) {
+        let pid_file = self.paths.pid_file();
+        if self.stop.is_some() || self.lock.is_at(&pid_file) {
+            return;
+        }
+        match daemon::relock(&self.paths) {
+            Ok(Some(lock)) => {
+                self.lock = lock;
+                // The log went with the directory: write where one looks.
+                let echo = self.log.echo_to_stderr;
+                self.log = Log::open(self.paths.log_file());
+                self.log.echo_to_stderr = echo;
+                self.log
+                    .line("the pidfile was deleted or replaced: locked it again");
+            }
+            Ok(None) => self.hand_over(now, "a daemon started since holds the new pidfile"),
+            Err(error) => self.log.line(&format!(
+                "the pidfile was deleted or replaced, and cannot be made again: {error}"
+            )),
         }
     }
 
@@ -679,14 +717,7 @@ impl EventLoop {
                     self.open_debounce(now);
                 }
                 signals::Request::Handover => {
-                    self.log
-                        .line("another cowbell daemon takes over; exiting without touching names");
-                    self.stop = Some(Stop::Quiet {
-                        deadline: now + herdr::REQUEST_TIMEOUT,
-                    });
-                    self.queue.clear();
-                    self.debounce_deadline = None;
-                    self.spinner_deadline = None;
+                    self.hand_over(now, "another cowbell daemon takes over")
                 }
                 signals::Request::StopAndRestore => self.begin_stop(now, "stop requested"),
                 signals::Request::TurnOff => {
@@ -700,6 +731,19 @@ impl EventLoop {
     }
 
     /// Restores every name, then exits (signals, a disabled plugin).
+    /// Exits without touching names, once the renames in flight are
+    /// answered: another daemon runs this server now.
+    fn hand_over(&mut self, now: Instant, why: &str) {
+        self.log
+            .line(&format!("{why}; exiting without touching names"));
+        self.stop = Some(Stop::Quiet {
+            deadline: now + herdr::REQUEST_TIMEOUT,
+        });
+        self.queue.clear();
+        self.debounce_deadline = None;
+        self.spinner_deadline = None;
+    }
+
     fn begin_stop(&mut self, now: Instant, why: &str) {
         if self.stop.is_some() {
             return;

@@ -1103,6 +1103,61 @@ fn a_daemon_started_with_signals_blocked_can_still_be_turned_off() {
     assert_eq!(cb.herdr.label(&tab), "api");
 }
 
+/// The README says the state directory may be deleted to forget
+/// everything. Deleted under a running daemon, its lock stays on a file
+/// nobody finds: a watchdog then starts a second daemon, and `off` must
+/// still leave no daemon and every name back.
+#[test]
+fn deleting_the_state_directory_never_leaves_two_daemons() {
+    // Scale 60: the heartbeat, which looks at the pidfile, every second.
+    let cb = Cowbell::with(Options::default(), 60.0);
+    let (tab, pane) = cb.tab(Some("api"));
+    cb.herdr.set_status(&pane, "blocked");
+    cb.startup();
+    cb.expect_label(&tab, "🔴 api", 2 * SECOND);
+    let first = cb.wait_for_daemon(SECOND);
+    std::fs::remove_dir_all(&cb.state_dir).unwrap();
+    assert!(cb.watchdog().status.success());
+    // Mostly a second daemon starts; the first finds the new pidfile held
+    // at its next heartbeat and leaves. (Should that heartbeat come before
+    // the watchdog, the first locks the new pidfile and no second starts.)
+    let second = cb.wait_for_daemon(2 * SECOND);
+    let alone = (0..150).any(|_| {
+        std::thread::sleep(Duration::from_millis(20));
+        cb.daemons() == [second]
+    });
+    let outcome = cb.action("off");
+    let left = cb.daemons();
+    for pid in &left {
+        cowbell::signal(*pid, libc::SIGKILL);
+    }
+    assert!(alone, "two daemons ({first}, {second}):\n{}", cb.log());
+    assert!(outcome.status.success(), "{}", outcome.stderr);
+    assert!(left.is_empty(), "still running after off: {left:?}");
+    assert_eq!(cb.herdr.label(&tab), "api");
+}
+
+/// Deleted with no second daemon started, the directory comes back: the
+/// daemon locks a new pidfile, so `off` still finds and stops it.
+#[test]
+fn a_daemon_whose_state_directory_was_deleted_can_still_be_turned_off() {
+    let cb = Cowbell::with(Options::default(), 60.0);
+    let (tab, pane) = cb.tab(Some("api"));
+    cb.herdr.set_status(&pane, "blocked");
+    cb.startup();
+    cb.expect_label(&tab, "🔴 api", 2 * SECOND);
+    let pid = cb.wait_for_daemon(SECOND);
+    std::fs::remove_dir_all(&cb.state_dir).unwrap();
+    assert_eq!(cb.wait_for_daemon(3 * SECOND), pid, "{}", cb.log());
+    let outcome = cb.action("off");
+    let dead = cowbell::wait_dead(pid, SECOND);
+    if !dead {
+        cowbell::signal(pid, libc::SIGKILL);
+    }
+    assert!(dead && outcome.status.success(), "{}", outcome.stderr);
+    assert_eq!(cb.herdr.label(&tab), "api");
+}
+
 // ---------------------------------------------------------------------------
 // Concurrency
 // ---------------------------------------------------------------------------
