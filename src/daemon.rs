@@ -43,11 +43,12 @@ pub struct Lock {
 }
 
 impl Lock {
-    /// Records the pid of the process that holds the lock now.
+    /// Records the pid of the process that holds the lock now, and where
+    /// that pid means something (see `pid_scope`).
     fn write_pid(&mut self) -> io::Result<()> {
         self.file.set_len(0)?;
         self.file.seek(SeekFrom::Start(0))?;
-        writeln!(self.file, "{}", std::process::id())?;
+        writeln!(self.file, "{} {}", std::process::id(), pid_scope())?;
         Ok(())
     }
 
@@ -109,16 +110,33 @@ pub fn try_lock(paths: &Paths) -> io::Result<Holder> {
     Ok(Holder::Daemon(read_pid(&file)?))
 }
 
+/// Where a pid names a process: this host and, on Linux, this pid
+/// namespace. A state directory can be shared beyond one machine (an NFS
+/// home, a container with the home mounted), and a pid that a daemon
+/// elsewhere wrote would name an unrelated process here.
+fn pid_scope() -> String {
+    let namespace = std::fs::read_link("/proc/self/ns/pid")
+        .map(|link| link.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    format!("{} {namespace}", sys::host_name())
+}
+
 /// The pid a daemon wrote into its pidfile; `None` while it has not yet
-/// written it. A pid is a few digits, so a small read suffices, and a
-/// pidfile that something else filled is not read whole.
+/// written it, and for a daemon on another host or in another pid
+/// namespace, which is never signalled. A bare pid is an older cowbell's,
+/// from this host. A pidfile that something else filled is not read whole.
 fn read_pid(file: &File) -> io::Result<Option<u32>> {
-    let mut buffer = [0u8; 32];
+    let mut buffer = [0u8; 320];
     // From the start whatever the file's position: `probe` reads twice.
     let length = file.read_at(&mut buffer, 0)?;
-    Ok(std::str::from_utf8(&buffer[..length])
-        .ok()
-        .and_then(|text| text.trim().parse().ok()))
+    let Ok(text) = std::str::from_utf8(&buffer[..length]) else {
+        return Ok(None);
+    };
+    let (pid, scope) = text.trim().split_once(' ').unwrap_or((text.trim(), ""));
+    if !scope.is_empty() && scope != pid_scope().trim() {
+        return Ok(None);
+    }
+    Ok(pid.parse().ok())
 }
 
 /// `try_lock`, with a pid only when the lock is still held with the same
@@ -307,10 +325,21 @@ fn hand_over(paths: &Paths) -> io::Result<Result<Lock, Option<u32>>> {
             Holder::Daemon(_) => {}
         }
         if Instant::now() >= give_up {
-            return Err(io::Error::other(format!(
-                "the old daemon did not hand over within {} s",
-                HANDOVER_WAIT.as_secs()
-            )));
+            return Err(io::Error::other(match signalled {
+                Some(_) => format!(
+                    "the old daemon did not hand over within {} s",
+                    HANDOVER_WAIT.as_secs()
+                ),
+                // Nothing this process could signal: a cowbell command
+                // under way, or a daemon on another host or in another
+                // pid namespace sharing this state directory.
+                None => format!(
+                    "the pidfile stayed locked for {} s by a process with no pid \
+                     to signal here (a cowbell command, or a daemon on another \
+                     host or in another pid namespace)",
+                    HANDOVER_WAIT.as_secs()
+                ),
+            }));
         }
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -442,9 +471,17 @@ mod tests {
         assert_eq!(pid_in(b""), None, "the daemon has not written it yet");
         assert_eq!(pid_in(b"not a pid"), None);
         assert_eq!(pid_in(b"\xff\xfe"), None);
-        // Only the start is read: what follows 32 bytes does not count.
+        assert_eq!(
+            pid_in(format!("4242 {}\n", pid_scope()).as_bytes()),
+            Some(4242)
+        );
+        // Another host's or pid namespace's pid names nobody here.
+        assert_eq!(pid_in(b"4242 elsewhere pid:[4026531836]\n"), None);
+        let other_namespace = format!("4242 {} pid:[1]\n", sys::host_name());
+        assert_eq!(pid_in(other_namespace.as_bytes()), None);
+        // Only the start is read: what follows 320 bytes does not count.
         let mut long = b"4242\n".to_vec();
-        long.extend([b' '; 40]);
+        long.extend([b' '; 400]);
         long.extend(b"junk");
         assert_eq!(pid_in(&long), Some(4242));
     }

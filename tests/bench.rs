@@ -374,7 +374,7 @@ impl Bench {
     fn pid(&self) -> Option<u32> {
         let dir = std::fs::read_dir(&self.state_dir).ok()?.flatten().next()?;
         let text = std::fs::read_to_string(dir.path().join("cowbell.pid")).ok()?;
-        let pid: u32 = text.trim().parse().ok()?;
+        let pid: u32 = text.split_whitespace().next()?.parse().ok()?;
         // SAFETY: signal 0 only checks that the process exists.
         (unsafe { libc::kill(pid as libc::pid_t, 0) } == 0).then_some(pid)
     }

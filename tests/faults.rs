@@ -1296,6 +1296,45 @@ impl Drop for Bystander {
     }
 }
 
+/// A state directory shared with another host or pid namespace (an NFS
+/// home, a container with the home mounted): a daemon there holds the
+/// lock, and the pid it wrote names an unrelated process here, which no
+/// command may signal.
+#[test]
+fn a_pid_from_another_host_is_never_signalled() {
+    use std::os::unix::fs::OpenOptionsExt;
+    let cb = Cowbell::new();
+    cb.tab(Some("api"));
+    let mut bystander = Bystander::start();
+    // A daemon ran here once (so the server directory exists), and is gone.
+    cb.startup();
+    let pid = cb.wait_for_daemon(2 * SECOND);
+    cowbell::signal(pid, libc::SIGKILL);
+    assert!(cowbell::wait_dead(pid, 2 * SECOND));
+    let server_dir = cb.server_dir();
+    let mut elsewhere = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .mode(0o600)
+        .open(server_dir.join("cowbell.pid"))
+        .unwrap();
+    // SAFETY: flock on a descriptor this test owns.
+    assert_eq!(
+        unsafe { libc::flock(elsewhere.as_raw_fd(), libc::LOCK_EX) },
+        0
+    );
+    writeln!(elsewhere, "{} elsewhere pid:[1]", bystander.pid()).unwrap();
+    for (args, event) in [
+        (&["daemon", "--replace"][..], "startup"),
+        (&["off"], "action"),
+    ] {
+        let outcome = cb.run_as(args, event);
+        bystander.assert_alive(&args.join(" "));
+        assert!(!outcome.status.success(), "{args:?}: {}", outcome.stdout);
+    }
+}
+
 #[test]
 fn a_stale_pidfile_naming_another_process_is_never_signalled() {
     let s = scene();
