@@ -152,12 +152,27 @@ fn restore(paths: &Paths, tracker: &mut Tracker, every_tab: bool) -> Result<usiz
     let tabs = list_tabs(paths)?;
     let renames = tracker.restore_plan(&tabs, &labeler, every_tab, Instant::now());
     let mut restored = 0;
-    let (failed, first_error) = send_renames(paths, &renames, "restoring", |_| restored += 1);
-    // Forget every tab whose name is back (or that is gone); keep the rest
-    // for the next try.
-    tracker.tabs.retain(|id, _| failed.contains(&id.as_str()));
-    match first_error {
-        Some(error) => Err(Error::herdr("restoring tab names")(error)),
+    let unfinished = send_renames(paths, &renames, "restoring", |_| restored += 1);
+    // Tabs cowbell did not track (remove-icons, or a lost state.json) that
+    // still carry an icon are tracked from now on, so the next try (the
+    // startup hook, another off) gives them their name.
+    for rename in renames
+        .iter()
+        .filter(|r| unfinished.tabs.contains(&r.tab_id.as_str()))
+    {
+        if let Some(tab) = tabs.iter().find(|tab| tab.tab_id == rename.tab_id) {
+            tracker.keep_for_restore(tab, &rename.label);
+        }
+    }
+    // Forget every tab whose name is back; keep the rest for the next try.
+    tracker
+        .tabs
+        .retain(|id, _| unfinished.tabs.contains(&id.as_str()));
+    match unfinished.why {
+        Some(why) => Err(Error::Herdr {
+            what: "restoring tab names".into(),
+            why,
+        }),
         None => Ok(restored),
     }
 }
@@ -194,7 +209,7 @@ pub fn sync(paths: &Paths) -> Result<u8, Error> {
     let tabs = list_tabs(paths)?;
     let plan = tracker.resync(&tabs, &settings, clock.mono);
     let mut applied = Vec::new();
-    let (failed, _) = send_renames(paths, &plan.renames, "renaming", |rename| {
+    let unfinished = send_renames(paths, &plan.renames, "renaming", |rename| {
         applied.push(rename)
     });
     for rename in applied {
@@ -202,7 +217,7 @@ pub fn sync(paths: &Paths) -> Result<u8, Error> {
     }
     write_state(paths, &tracker, false, Clock::now())?;
     drop(lock);
-    Ok(if failed.is_empty() { 0 } else { 3 })
+    Ok(if unfinished.why.is_some() { 3 } else { 0 })
 }
 
 /// How long a short command goes on renaming: herdr answers a rename
@@ -211,61 +226,69 @@ pub fn sync(paths: &Paths) -> Result<u8, Error> {
 /// once, and waits for each).
 const RENAMES_BUDGET: Duration = Duration::from_secs(5);
 
+/// What `send_renames` left undone.
+struct Unfinished<'a> {
+    /// The tabs whose rename was not made: refused, unanswered, not tried,
+    /// or refused as `tab_not_found`. They stay tracked for the next try
+    /// (whose `tab.list` drops a tab that is really gone).
+    tabs: Vec<&'a str>,
+    /// Why the command fails; `None` when herdr only said some tabs are
+    /// gone (a tab closed since the list has no name left to give).
+    why: Option<String>,
+}
+
 /// Sends `renames` one by one, calling `applied` for each one herdr
-/// applied. Stops early when herdr stops answering or the budget is spent:
-/// the renames not sent count as failed, like the ones herdr refused, so
-/// the caller keeps them for the next try. A tab closed since the list is
-/// neither (it has no name left to give). Returns the failed tabs and the
-/// first error.
+/// applied. Stops early when herdr does not answer one in time or the
+/// budget is spent: those not sent are unfinished, like the ones herdr
+/// refused, so the caller keeps them for the next try.
 fn send_renames<'a>(
     paths: &Paths,
     renames: &'a [Rename],
     doing: &str,
     mut applied: impl FnMut(&'a Rename),
-) -> (Vec<&'a str>, Option<CallError>) {
+) -> Unfinished<'a> {
     let give_up = Instant::now() + RENAMES_BUDGET;
-    let mut failed = Vec::new();
-    let mut first_error = None;
+    let mut unfinished = Unfinished {
+        tabs: Vec::new(),
+        why: None,
+    };
     for (index, rename) in renames.iter().enumerate() {
         let params = herdr::rename_params(&rename.tab_id, &rename.label);
+        let rest = &renames[index + 1..];
         match herdr::call(&paths.socket, "tab.rename", &params) {
             Ok(_) => applied(rename),
-            Err(CallError::Herdr(error)) if error.code == "tab_not_found" => {}
+            Err(CallError::Herdr(error)) if error.code == "tab_not_found" => {
+                unfinished.tabs.push(&rename.tab_id);
+            }
             Err(error) => {
                 complain!("cowbell: {doing} {}: {error}", rename.tab_id);
-                failed.push(rename.tab_id.as_str());
-                let stalled = matches!(
-                    error,
-                    CallError::Timeout
-                        | CallError::Connect(_)
-                        | CallError::Closed
-                        | CallError::Io(_)
-                );
-                first_error.get_or_insert(error);
-                if stalled {
-                    break_off(
-                        &renames[index + 1..],
-                        &mut failed,
-                        "herdr stopped answering",
-                    );
+                unfinished.tabs.push(&rename.tab_id);
+                unfinished.why.get_or_insert(error.to_string());
+                // Only a timeout costs time (a refused or dropped
+                // connection fails at once, and may be a passing hiccup):
+                // after one, the next would most likely wait as long.
+                if matches!(error, CallError::Timeout) && !rest.is_empty() {
+                    unfinished.break_off(rest, "herdr stopped answering");
                     break;
                 }
             }
         }
-        if Instant::now() >= give_up && index + 1 < renames.len() {
+        if Instant::now() >= give_up && !rest.is_empty() {
             let why = format!("herdr is slow ({} s spent)", RENAMES_BUDGET.as_secs());
-            break_off(&renames[index + 1..], &mut failed, &why);
-            first_error.get_or_insert(CallError::Timeout);
+            unfinished.break_off(rest, &why);
             break;
         }
     }
-    (failed, first_error)
+    unfinished
 }
 
-fn break_off<'a>(rest: &'a [Rename], failed: &mut Vec<&'a str>, why: &str) {
-    if !rest.is_empty() {
-        complain!("cowbell: {why}: {} more tabs not renamed", rest.len());
-        failed.extend(rest.iter().map(|rename| rename.tab_id.as_str()));
+impl<'a> Unfinished<'a> {
+    fn break_off(&mut self, rest: &'a [Rename], why: &str) {
+        let why = format!("{why}: {} more tabs not renamed", rest.len());
+        complain!("cowbell: {why}");
+        self.tabs
+            .extend(rest.iter().map(|rename| rename.tab_id.as_str()));
+        self.why.get_or_insert(why);
     }
 }
 

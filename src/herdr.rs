@@ -260,7 +260,10 @@ impl std::fmt::Display for Malformed {
 /// (a character cut in two would show as U+FFFD).
 pub fn excerpt(bytes: &[u8]) -> String {
     let mut end = bytes.len().min(200);
-    while end < bytes.len() && end > 0 && bytes[end] & 0xC0 == 0x80 {
+    // A character is at most 4 bytes: stepping back further would only
+    // eat a run of invalid bytes, which then shows as nothing at all.
+    let floor = end.saturating_sub(3);
+    while end < bytes.len() && end > floor && bytes[end] & 0xC0 == 0x80 {
         end -= 1;
     }
     let text = String::from_utf8_lossy(&bytes[..end]);
@@ -617,6 +620,8 @@ mod tests {
         assert_eq!(excerpt(line.as_bytes()), "a".repeat(199));
         assert_eq!(excerpt("é".repeat(150).as_bytes()), "é".repeat(100));
         assert_eq!(excerpt(b"short"), "short");
+        // Not UTF-8 at all: still something to read in the log.
+        assert!(excerpt(&[0x80u8; 300]).starts_with('\u{FFFD}'));
     }
 
     /// herdr closing before it reads the request is "closed without an

@@ -415,6 +415,21 @@ impl Tracker {
             .retain(|id, _| renames.iter().any(|r| &r.tab_id == id));
         renames
     }
+
+    /// A tab a restore could not give its name back although cowbell did
+    /// not track it (`remove-icons`, or `off` after state.json was lost):
+    /// tracked from now on, with its current label as cowbell's own, so
+    /// that the next restore gives `base` back.
+    pub fn keep_for_restore(&mut self, tab: &Tab, base: &str) {
+        self.tabs
+            .entry(tab.tab_id.clone())
+            .or_insert_with(|| TabRecord {
+                base: base.to_string(),
+                written: Some(tab.label.clone()),
+                seen: tab.label.clone(),
+                ..TabRecord::default()
+            });
+    }
 }
 
 /// Someone else renamed the tab: counts toward a fight if it came soon
@@ -851,6 +866,17 @@ mod tests {
         // Every tracked tab needs its rename, so all are still tracked.
         assert_eq!(tracker.tabs.len(), 3);
         let plan = tracker.restore_plan(&tabs, &s.labeler, true, now);
+        assert_eq!(
+            plan.last().unwrap(),
+            &Rename {
+                tab_id: "w1:t4".into(),
+                label: "stray".into()
+            }
+        );
+        // herdr did not answer that rename: the stray tab is tracked now,
+        // so the next restore (even without every_tab) gives its name back.
+        tracker.keep_for_restore(&tabs[3], "stray");
+        let plan = tracker.restore_plan(&tabs, &s.labeler, false, now);
         assert_eq!(
             plan.last().unwrap(),
             &Rename {
