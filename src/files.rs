@@ -8,6 +8,7 @@
 
 use std::fs::{self, DirBuilder, File, OpenOptions};
 use std::io::{self, Read, Write};
+use std::os::fd::AsFd;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
@@ -85,7 +86,7 @@ fn regular(file: File) -> io::Result<File> {
             "not a regular file",
         ));
     }
-    crate::sys::set_blocking(&file)?;
+    crate::sys::set_blocking(file.as_fd())?;
     Ok(file)
 }
 

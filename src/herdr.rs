@@ -428,7 +428,7 @@ pub fn call(socket: &Path, method: &str, params: &str) -> Result<Message, CallEr
     // Not std's connect: it waits for as long as a hung server's listen
     // queue stays full, and a hook must finish.
     let mut stream = crate::sys::connect_unix(socket).map_err(CallError::Connect)?;
-    crate::sys::set_blocking(&stream).map_err(CallError::Io)?;
+    crate::sys::set_blocking(std::os::fd::AsFd::as_fd(&stream)).map_err(CallError::Io)?;
     let io_error = |error: io::Error| match error.kind() {
         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => CallError::Timeout,
         // herdr closed the connection before it read the request (a

@@ -35,13 +35,7 @@ const WATCHED: [(libc::c_int, Request); 5] = [
 ];
 
 static PIPE_WRITE_FD: AtomicI32 = AtomicI32::new(-1);
-static PENDING: [AtomicBool; 5] = [
-    AtomicBool::new(false),
-    AtomicBool::new(false),
-    AtomicBool::new(false),
-    AtomicBool::new(false),
-    AtomicBool::new(false),
-];
+static PENDING: [AtomicBool; WATCHED.len()] = [const { AtomicBool::new(false) }; WATCHED.len()];
 
 #[cfg(any(target_os = "linux", target_os = "android"))]
 fn errno_location() -> *mut libc::c_int {

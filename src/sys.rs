@@ -8,7 +8,6 @@
 //! `OwnedFd` so nothing is closed twice or leaked across `exec`.
 
 use std::io;
-use std::os::fd::RawFd;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::UnixStream;
@@ -41,7 +40,7 @@ pub fn pipe_nonblocking() -> io::Result<(OwnedFd, OwnedFd)> {
     #[cfg(not(any(target_os = "linux", target_os = "android")))]
     for fd in [&read, &write] {
         set_cloexec(std::os::fd::AsFd::as_fd(fd))?;
-        set_nonblocking(fd.as_raw_fd())?;
+        set_nonblocking(std::os::fd::AsFd::as_fd(fd))?;
     }
     Ok((read, write))
 }
@@ -53,24 +52,24 @@ fn set_cloexec(fd: BorrowedFd<'_>) -> io::Result<()> {
     Ok(())
 }
 
-fn set_status_flag(fd: RawFd, flag: libc::c_int, on: bool) -> io::Result<()> {
-    // SAFETY: F_GETFL/F_SETFL on a valid fd read and set its status flags.
-    let flags = cvt(unsafe { libc::fcntl(fd, libc::F_GETFL) })?;
+fn set_status_flag(fd: BorrowedFd<'_>, flag: libc::c_int, on: bool) -> io::Result<()> {
+    // SAFETY: F_GETFL on a valid fd reads its status flags.
+    let flags = cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) })?;
     let flags = if on { flags | flag } else { flags & !flag };
     // SAFETY: F_SETFL on a valid fd sets only its status flags.
-    cvt(unsafe { libc::fcntl(fd, libc::F_SETFL, flags) })?;
+    cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags) })?;
     Ok(())
 }
 
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
-fn set_nonblocking(fd: RawFd) -> io::Result<()> {
+fn set_nonblocking(fd: BorrowedFd<'_>) -> io::Result<()> {
     set_status_flag(fd, libc::O_NONBLOCK, true)
 }
 
 /// Makes reads and writes on `fd` wait again (files opened `O_NONBLOCK`
 /// only so that opening a FIFO could not hang).
-pub fn set_blocking(fd: &impl AsRawFd) -> io::Result<()> {
-    set_status_flag(fd.as_raw_fd(), libc::O_NONBLOCK, false)
+pub fn set_blocking(fd: BorrowedFd<'_>) -> io::Result<()> {
+    set_status_flag(fd, libc::O_NONBLOCK, false)
 }
 
 /// Starts a connection to a Unix socket without ever blocking.
@@ -128,7 +127,7 @@ fn new_stream_socket() -> io::Result<OwnedFd> {
         // SAFETY: `raw` was just created and is owned by nobody else.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
         set_cloexec(std::os::fd::AsFd::as_fd(&fd))?;
-        set_nonblocking(fd.as_raw_fd())?;
+        set_nonblocking(std::os::fd::AsFd::as_fd(&fd))?;
         Ok(fd)
     }
 }
