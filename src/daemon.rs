@@ -46,9 +46,11 @@ impl Lock {
     /// Records the pid of the process that holds the lock now, and where
     /// that pid means something (see `pid_scope`).
     fn write_pid(&mut self) -> io::Result<()> {
+        let line = format!("{} {}\n", std::process::id(), pid_scope());
         self.file.set_len(0)?;
         self.file.seek(SeekFrom::Start(0))?;
-        writeln!(self.file, "{} {}", std::process::id(), pid_scope())?;
+        // One write: a reader never sees the pid without its scope.
+        self.file.write_all(line.as_bytes())?;
         Ok(())
     }
 
@@ -71,15 +73,13 @@ impl Lock {
 
 /// For a running daemon whose pidfile is gone or replaced (see
 /// `Lock::is_at`): the lock on the pidfile as it is now, with this pid
-/// written, or `None` when another daemon holds it.
-pub fn relock(paths: &Paths) -> io::Result<Option<Lock>> {
-    match try_lock(paths)? {
-        Holder::Free(mut lock) => {
-            lock.write_pid()?;
-            Ok(Some(lock))
-        }
-        Holder::Daemon(_) => Ok(None),
+/// written, or who holds it.
+pub fn relock(paths: &Paths) -> io::Result<Holder> {
+    let mut holder = try_lock(paths)?;
+    if let Holder::Free(lock) = &mut holder {
+        lock.write_pid()?;
     }
+    Ok(holder)
 }
 
 /// Who holds the pidfile.
@@ -110,15 +110,19 @@ pub fn try_lock(paths: &Paths) -> io::Result<Holder> {
     Ok(Holder::Daemon(read_pid(&file)?))
 }
 
-/// Where a pid names a process: this host and, on Linux, this pid
-/// namespace. A state directory can be shared beyond one machine (an NFS
-/// home, a container with the home mounted), and a pid that a daemon
-/// elsewhere wrote would name an unrelated process here.
+/// Where a pid names a process, on Linux: this boot of this host (its boot
+/// id, which no host rename changes) and this pid namespace (which tells a
+/// container from its host, whose boot id it shares). A state directory
+/// can be shared beyond one machine (an NFS home, a container with the
+/// home mounted), and a pid that a daemon elsewhere wrote would name an
+/// unrelated process here. Elsewhere (macOS) the scope is empty, and a pid
+/// is taken as this host's.
 fn pid_scope() -> String {
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
     let namespace = std::fs::read_link("/proc/self/ns/pid")
         .map(|link| link.to_string_lossy().into_owned())
         .unwrap_or_default();
-    format!("{} {namespace}", sys::host_name())
+    format!("{} {namespace}", boot.trim()).trim().to_string()
 }
 
 /// The pid a daemon wrote into its pidfile; `None` while it has not yet
@@ -132,8 +136,12 @@ fn read_pid(file: &File) -> io::Result<Option<u32>> {
     let Ok(text) = std::str::from_utf8(&buffer[..length]) else {
         return Ok(None);
     };
-    let (pid, scope) = text.trim().split_once(' ').unwrap_or((text.trim(), ""));
-    if !scope.is_empty() && scope != pid_scope().trim() {
+    let mut words = text.split_whitespace();
+    let Some(pid) = words.next() else {
+        return Ok(None);
+    };
+    let mut scope = words.peekable();
+    if scope.peek().is_some() && !scope.eq(pid_scope().split_whitespace()) {
         return Ok(None);
     }
     Ok(pid.parse().ok())
@@ -475,10 +483,19 @@ mod tests {
             pid_in(format!("4242 {}\n", pid_scope()).as_bytes()),
             Some(4242)
         );
-        // Another host's or pid namespace's pid names nobody here.
-        assert_eq!(pid_in(b"4242 elsewhere pid:[4026531836]\n"), None);
-        let other_namespace = format!("4242 {} pid:[1]\n", sys::host_name());
-        assert_eq!(pid_in(other_namespace.as_bytes()), None);
+        // Another host's (or boot's) or pid namespace's pid names nobody
+        // here: the namespace alone does not tell, every host's first is
+        // the same.
+        let here: Vec<String> = pid_scope().split_whitespace().map(String::from).collect();
+        if let [boot, namespace] = &here[..] {
+            let elsewhere = format!("4242 0d5e1f00-0000-4000-8000-000000000000 {namespace}\n");
+            assert_eq!(pid_in(elsewhere.as_bytes()), None);
+            let other_namespace = format!("4242 {boot} pid:[1]\n");
+            assert_eq!(pid_in(other_namespace.as_bytes()), None);
+            // However the spaces fall.
+            let spaced = format!("  4242\t{boot}   {namespace} \n");
+            assert_eq!(pid_in(spaced.as_bytes()), Some(4242));
+        }
         // Only the start is read: what follows 320 bytes does not count.
         let mut long = b"4242\n".to_vec();
         long.extend([b' '; 400]);

@@ -16,7 +16,7 @@ use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
 use crate::config;
-use crate::daemon::{self, Lock};
+use crate::daemon::{self, Holder, Lock};
 use crate::fights::Timing;
 use crate::files;
 use crate::herdr::{self, LineBuffer, Message, TabInfo};
@@ -379,11 +379,20 @@ impl EventLoop {
         loop {
             self.fire_deadlines(now);
             if let Some(code) = self.exit_code {
-                self.save();
+                // Once another daemon holds the pidfile, state.json is
+                // its to write.
+                if self.lock.is_at(&self.paths.pid_file()) {
+                    self.save();
+                }
                 self.log.line(&format!("exit {code}"));
                 return (code, self.lock);
             }
             self.start_queued(now);
+            // A request that failed at once may have decided the exit
+            // (the restore's list with no herdr): no poll to wait first.
+            if self.exit_code.is_some() {
+                continue;
+            }
             let (mut entries, sources) = self.poll_set();
             let timeout = self.poll_timeout(now);
             let polled = sys::poll(&mut entries, timeout);
@@ -612,17 +621,33 @@ impl EventLoop {
         if self.stop.is_some() || self.lock.is_at(&pid_file) {
             return;
         }
+        // The log went with the directory: write where one looks.
+        let echo = self.log.echo_to_stderr;
+        self.log = Log::open(self.paths.log_file());
+        self.log.echo_to_stderr = echo;
         match daemon::relock(&self.paths) {
-            Ok(Some(lock)) => {
+            Ok(Holder::Free(lock)) => {
                 self.lock = lock;
-                // The log went with the directory: write where one looks.
-                let echo = self.log.echo_to_stderr;
-                self.log = Log::open(self.paths.log_file());
-                self.log.echo_to_stderr = echo;
                 self.log
                     .line("the pidfile was deleted or replaced: locked it again");
+                // An `off` given meanwhile found no daemon to stop, and
+                // only recorded the flag.
+                if state::peek(&self.paths.state_file()).0.off {
+                    self.off = true;
+                    self.begin_stop(now, "cowbell was turned off meanwhile");
+                }
+                // state.json went too: write it again now, not only once
+                // something changes.
+                self.last_saved = None;
+                self.save();
             }
-            Ok(None) => self.hand_over(now, "a daemon started since holds the new pidfile"),
+            Ok(Holder::Daemon(Some(_))) => {
+                self.hand_over(now, "a daemon started since holds the new pidfile")
+            }
+            // A cowbell command holds it for a moment.
+            Ok(Holder::Daemon(None)) => self
+                .log
+                .line("the new pidfile is held by a command: locking it at the next heartbeat"),
             Err(error) => self.log.line(&format!(
                 "the pidfile was deleted or replaced, and cannot be made again: {error}"
             )),

@@ -251,23 +251,6 @@ pub fn close_inherited(keep: BorrowedFd<'_>) {
     }
 }
 
-/// This machine's host name (`uname -n`), empty if it cannot be had.
-pub fn host_name() -> String {
-    // SAFETY: utsname is plain data; uname fills it and returns.
-    let mut names: libc::utsname = unsafe { std::mem::zeroed() };
-    // SAFETY: the pointer is valid for the call.
-    if unsafe { libc::uname(&mut names) } == -1 {
-        return String::new();
-    }
-    let bytes: Vec<u8> = names
-        .nodename
-        .iter()
-        .take_while(|c| **c != 0)
-        .map(|c| *c as u8)
-        .collect();
-    String::from_utf8_lossy(&bytes).into_owned()
-}
-
 /// Sends `signal` to `pid`.
 pub fn kill(pid: u32, signal: libc::c_int) -> io::Result<()> {
     let pid = libc::pid_t::try_from(pid)

@@ -1187,6 +1187,116 @@ fn deleting_the_state_directory_never_leaves_two_daemons() {
     assert_eq!(cb.herdr.label(&tab), "api");
 }
 
+/// The state directory deleted under a running daemon, then `off` before
+/// the daemon's next heartbeat: `off` finds a free lock and only records
+/// the flag; the daemon, at its heartbeat, must take that off, not go on
+/// putting icons up and overwrite the flag with its next save.
+#[test]
+fn off_after_the_state_directory_was_deleted_stays_off() {
+    // Scale 20: the heartbeat every 3 s.
+    let cb = Cowbell::with(Options::default(), 20.0);
+    let (tab, pane) = cb.tab(Some("api"));
+    cb.herdr.set_status(&pane, "blocked");
+    cb.startup();
+    cb.expect_label(&tab, "🔴 api", 2 * SECOND);
+    let pid = cb.wait_for_daemon(SECOND);
+    std::fs::remove_dir_all(&cb.state_dir).unwrap();
+    let outcome = cb.action("off");
+    // Three heartbeats, and a status change the daemon would show.
+    std::thread::sleep(7 * SECOND);
+    cb.herdr.set_status(&pane, "working");
+    std::thread::sleep(SECOND);
+    let alive = cb.daemons().contains(&pid);
+    if alive {
+        cowbell::signal(pid, libc::SIGKILL);
+    }
+    let state = cb.state_json();
+    assert!(
+        !alive,
+        "off said {:?} (exit {:?}) yet the daemon {pid} still runs; label {:?}; state {state}\n{}",
+        outcome.stdout,
+        outcome.status.code(),
+        cb.herdr.label(&tab),
+        cb.log()
+    );
+    assert_eq!(cb.herdr.label(&tab), "api");
+    assert!(state.contains("\"off\":true"), "{state}");
+}
+
+/// The state directory deleted under a running daemon: once the daemon
+/// has locked a new pidfile, state.json must hold the names again (the
+/// daemon still knows them), or a crash now loses them, and `status`
+/// shows every tab as not tracked.
+#[test]
+fn state_json_comes_back_with_the_new_pidfile() {
+    let cb = Cowbell::with(Options::default(), 60.0);
+    let (tab, pane) = cb.tab(Some("api"));
+    cb.herdr.set_status(&pane, "blocked");
+    cb.startup();
+    cb.expect_label(&tab, "🔴 api", 2 * SECOND);
+    let pid = cb.wait_for_daemon(SECOND);
+    cb.wait_state_saved(&[&tab]);
+    std::fs::remove_dir_all(&cb.state_dir).unwrap();
+    // Three heartbeats.
+    std::thread::sleep(3 * SECOND);
+    let relocked = cb.daemon_pid() == Some(pid);
+    let state = cb.state_json();
+    let status = cb.run(&["status"]);
+    cowbell::signal(pid, libc::SIGKILL);
+    assert!(relocked, "{}", cb.log());
+    assert!(
+        state.contains("\"base\":\"api\""),
+        "state.json: {state:?}\nstatus:\n{}",
+        status.stdout
+    );
+}
+
+/// The state directory deleted, then a `sync` (which holds the new
+/// pidfile's lock while it works, writing no pid) runs across the daemon's
+/// heartbeat: a command is no daemon to leave the server to.
+#[test]
+fn a_sync_holding_the_new_pidfile_is_no_daemon_to_hand_over_to() {
+    // Scale 60: the heartbeat every second.
+    let cb = Cowbell::with(Options::default(), 60.0);
+    let (tab, pane) = cb.tab(Some("api"));
+    cb.herdr.set_status(&pane, "blocked");
+    cb.startup();
+    cb.expect_label(&tab, "🔴 api", 2 * SECOND);
+    let pid = cb.wait_for_daemon(SECOND);
+    std::fs::remove_dir_all(&cb.state_dir).unwrap();
+    // A slow herdr keeps the sync (and its lock) going past a heartbeat.
+    cb.herdr.set_response_delay(Duration::from_millis(1800));
+    let sync = cb.run(&["sync"]);
+    cb.herdr.set_response_delay(Duration::ZERO);
+    std::thread::sleep(SECOND);
+    let alive = cb.daemons().contains(&pid);
+    let log = cb.log();
+    if alive {
+        cowbell::signal(pid, libc::SIGKILL);
+    }
+    assert!(
+        alive,
+        "the daemon left the server to a sync (exit {:?}); daemons now {:?}\n{log}",
+        sync.status.code(),
+        cb.daemons()
+    );
+}
+
+/// A SIGTERM with no herdr at all, once the reconnect backoff has grown:
+/// the restore's tab.list fails at once, and the daemon must exit then,
+/// not linger (lock held) until its next deadline.
+#[test]
+fn sigterm_with_no_herdr_exits_at_once_even_late_in_the_backoff() {
+    let mut s = scene();
+    let pid = s.pid();
+    s.cb.herdr.stop();
+    expect_log(&s.cb, "retrying in 4000 ms", 6 * SECOND);
+    let asked = Instant::now();
+    cowbell::signal(pid, libc::SIGTERM);
+    wait_exit(&s.cb, pid, 2 * SECOND);
+    assert!(asked.elapsed() < 2 * SECOND);
+}
+
 /// Deleted with no second daemon started, the directory comes back: the
 /// daemon locks a new pidfile, so `off` still finds and stops it.
 #[test]
