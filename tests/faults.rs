@@ -1153,6 +1153,18 @@ fn a_daemon_started_with_signals_blocked_can_still_be_turned_off() {
     assert_eq!(cb.herdr.label(&tab), "api");
 }
 
+/// A daemon at time scale `scale` over one tab, "api", whose pane is
+/// blocked: its icon is up. Returns the tab, its pane and the daemon.
+fn blocked_api(scale: f64) -> (Cowbell, String, String, u32) {
+    let cb = Cowbell::with(Options::default(), scale);
+    let (tab, pane) = cb.tab(Some("api"));
+    cb.herdr.set_status(&pane, "blocked");
+    cb.startup();
+    cb.expect_label(&tab, "🔴 api", 2 * SECOND);
+    let pid = cb.wait_for_daemon(SECOND);
+    (cb, tab, pane, pid)
+}
+
 /// The README says the state directory may be deleted to forget
 /// everything. Deleted under a running daemon, its lock stays on a file
 /// nobody finds: a watchdog then starts a second daemon, and `off` must
@@ -1160,12 +1172,7 @@ fn a_daemon_started_with_signals_blocked_can_still_be_turned_off() {
 #[test]
 fn deleting_the_state_directory_never_leaves_two_daemons() {
     // Scale 60: the heartbeat, which looks at the pidfile, every second.
-    let cb = Cowbell::with(Options::default(), 60.0);
-    let (tab, pane) = cb.tab(Some("api"));
-    cb.herdr.set_status(&pane, "blocked");
-    cb.startup();
-    cb.expect_label(&tab, "🔴 api", 2 * SECOND);
-    let first = cb.wait_for_daemon(SECOND);
+    let (cb, tab, _, first) = blocked_api(60.0);
     std::fs::remove_dir_all(&cb.state_dir).unwrap();
     assert!(cb.watchdog().status.success());
     // Mostly a second daemon starts; the first finds the new pidfile held
@@ -1194,12 +1201,7 @@ fn deleting_the_state_directory_never_leaves_two_daemons() {
 #[test]
 fn off_after_the_state_directory_was_deleted_stays_off() {
     // Scale 20: the heartbeat every 3 s.
-    let cb = Cowbell::with(Options::default(), 20.0);
-    let (tab, pane) = cb.tab(Some("api"));
-    cb.herdr.set_status(&pane, "blocked");
-    cb.startup();
-    cb.expect_label(&tab, "🔴 api", 2 * SECOND);
-    let pid = cb.wait_for_daemon(SECOND);
+    let (cb, tab, pane, pid) = blocked_api(20.0);
     std::fs::remove_dir_all(&cb.state_dir).unwrap();
     let outcome = cb.action("off");
     // Three heartbeats, and a status change the daemon would show.
@@ -1229,12 +1231,7 @@ fn off_after_the_state_directory_was_deleted_stays_off() {
 /// shows every tab as not tracked.
 #[test]
 fn state_json_comes_back_with_the_new_pidfile() {
-    let cb = Cowbell::with(Options::default(), 60.0);
-    let (tab, pane) = cb.tab(Some("api"));
-    cb.herdr.set_status(&pane, "blocked");
-    cb.startup();
-    cb.expect_label(&tab, "🔴 api", 2 * SECOND);
-    let pid = cb.wait_for_daemon(SECOND);
+    let (cb, tab, _, pid) = blocked_api(60.0);
     cb.wait_state_saved(&[&tab]);
     std::fs::remove_dir_all(&cb.state_dir).unwrap();
     // Three heartbeats.
@@ -1257,12 +1254,7 @@ fn state_json_comes_back_with_the_new_pidfile() {
 #[test]
 fn a_sync_holding_the_new_pidfile_is_no_daemon_to_hand_over_to() {
     // Scale 60: the heartbeat every second.
-    let cb = Cowbell::with(Options::default(), 60.0);
-    let (tab, pane) = cb.tab(Some("api"));
-    cb.herdr.set_status(&pane, "blocked");
-    cb.startup();
-    cb.expect_label(&tab, "🔴 api", 2 * SECOND);
-    let pid = cb.wait_for_daemon(SECOND);
+    let (cb, _, _, pid) = blocked_api(60.0);
     std::fs::remove_dir_all(&cb.state_dir).unwrap();
     // A slow herdr keeps the sync (and its lock) going past a heartbeat.
     cb.herdr.set_response_delay(Duration::from_millis(1800));
@@ -1301,12 +1293,7 @@ fn sigterm_with_no_herdr_exits_at_once_even_late_in_the_backoff() {
 /// daemon locks a new pidfile, so `off` still finds and stops it.
 #[test]
 fn a_daemon_whose_state_directory_was_deleted_can_still_be_turned_off() {
-    let cb = Cowbell::with(Options::default(), 60.0);
-    let (tab, pane) = cb.tab(Some("api"));
-    cb.herdr.set_status(&pane, "blocked");
-    cb.startup();
-    cb.expect_label(&tab, "🔴 api", 2 * SECOND);
-    let pid = cb.wait_for_daemon(SECOND);
+    let (cb, tab, _, pid) = blocked_api(60.0);
     std::fs::remove_dir_all(&cb.state_dir).unwrap();
     assert_eq!(cb.wait_for_daemon(3 * SECOND), pid, "{}", cb.log());
     let outcome = cb.action("off");
