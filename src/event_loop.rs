@@ -755,7 +755,6 @@ impl EventLoop {
         }
     }
 
-    /// Restores every name, then exits (signals, a disabled plugin).
     /// Exits without touching names, once the renames in flight are
     /// answered: another daemon runs this server now.
     fn hand_over(&mut self, now: Instant, why: &str) {
@@ -769,6 +768,7 @@ impl EventLoop {
         self.spinner_deadline = None;
     }
 
+    /// Restores every name, then exits (signals, a disabled plugin).
     fn begin_stop(&mut self, now: Instant, why: &str) {
         if self.stop.is_some() {
             return;
