@@ -75,7 +75,8 @@ impl Lock {
 /// `Lock::is_at`): the lock on the pidfile as it is now, with this pid
 /// written, or who holds it.
 pub fn relock(paths: &Paths) -> io::Result<Holder> {
-    let mut holder = try_lock(paths)?;
+    // Confirmed: a pid read once may be a crashed daemon's (see above).
+    let mut holder = try_lock_confirmed(paths)?;
     if let Holder::Free(lock) = &mut holder {
         lock.write_pid()?;
     }
@@ -449,6 +450,28 @@ mod tests {
         assert_eq!(
             read_pid(&File::open(paths.pid_file()).unwrap()).unwrap(),
             None
+        );
+    }
+
+    /// A relock (the pidfile deleted under a running daemon) must not
+    /// take a crashed daemon's pid, read while a command held the lock a
+    /// moment, for a daemon to leave the server to.
+    #[test]
+    fn a_relock_does_not_hand_over_to_a_stale_pid() {
+        let dir = TempDir::new("relock-stale");
+        let paths = paths_in(&dir);
+        let file = open_pidfile(&paths).unwrap();
+        std::fs::write(paths.pid_file(), "4242\n").unwrap();
+        assert!(sys::try_lock_exclusive(file.as_fd()).unwrap());
+        let passer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(5));
+            drop(file);
+        });
+        let holder = relock(&paths).unwrap();
+        passer.join().unwrap();
+        assert!(
+            !matches!(holder, Holder::Daemon(Some(4242))),
+            "a crashed daemon's pid, read once, taken for a new daemon"
         );
     }
 

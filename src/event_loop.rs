@@ -269,6 +269,9 @@ pub struct EventLoop {
     spinner_deadline: Option<Instant>,
     cooldown_deadline: Option<Instant>,
     retry_deadline: Option<Instant>,
+    /// Another daemon holds the pidfile that replaced this one's (see
+    /// `check_pidfile`): state.json is its to write.
+    left_to_another: bool,
     plugin_check_deadline: Option<Instant>,
     /// Until then, answers to requests are not polled (`HEARTBEAT_GATHER`).
     gather_deadline: Option<Instant>,
@@ -346,6 +349,7 @@ impl EventLoop {
             spinner_deadline: None,
             cooldown_deadline: None,
             retry_deadline: None,
+            left_to_another: false,
             plugin_check_deadline: None,
             gather_deadline: None,
             resubscribe_deadline: None,
@@ -379,11 +383,10 @@ impl EventLoop {
         loop {
             self.fire_deadlines(now);
             if let Some(code) = self.exit_code {
-                // Once another daemon holds the pidfile, state.json is
-                // its to write.
-                if self.lock.is_at(&self.paths.pid_file()) {
-                    self.save();
-                }
+                // Written even if unchanged: it may have gone with its
+                // directory, and names not given back must be on record.
+                self.last_saved = None;
+                self.save();
                 self.log.line(&format!("exit {code}"));
                 return (code, self.lock);
             }
@@ -621,11 +624,13 @@ impl EventLoop {
         if self.stop.is_some() || self.lock.is_at(&pid_file) {
             return;
         }
-        // The log went with the directory: write where one looks.
+        // relock makes the directory again, if it went; then the log, which
+        // went with it, is opened where one looks.
+        let relocked = daemon::relock(&self.paths);
         let echo = self.log.echo_to_stderr;
         self.log = Log::open(self.paths.log_file());
         self.log.echo_to_stderr = echo;
-        match daemon::relock(&self.paths) {
+        match relocked {
             Ok(Holder::Free(lock)) => {
                 self.lock = lock;
                 self.log
@@ -642,6 +647,8 @@ impl EventLoop {
                 self.save();
             }
             Ok(Holder::Daemon(Some(_))) => {
+                // Its state.json now: this daemon writes it no more.
+                self.left_to_another = true;
                 self.hand_over(now, "a daemon started since holds the new pidfile")
             }
             // A cowbell command holds it for a moment.
@@ -1293,6 +1300,9 @@ impl EventLoop {
     }
 
     fn save(&mut self) {
+        if self.left_to_another {
+            return;
+        }
         // After a suspend or a wall-clock step the old offset would put
         // every saved time (a cool-down's end, say) off by as much.
         let now = Clock::now();

@@ -1289,6 +1289,45 @@ fn sigterm_with_no_herdr_exits_at_once_even_late_in_the_backoff() {
     assert!(asked.elapsed() < 2 * SECOND);
 }
 
+/// Once the daemon locked a new pidfile, its log is there again too.
+#[test]
+fn the_log_comes_back_with_the_new_pidfile() {
+    let (cb, tab, pane, pid) = blocked_api(60.0);
+    cb.wait_state_saved(&[&tab]);
+    std::fs::remove_dir_all(&cb.state_dir).unwrap();
+    std::thread::sleep(3 * SECOND);
+    cb.herdr.set_status(&pane, "working");
+    cb.expect_label(&tab, "🟡 api", 2 * SECOND);
+    let relocked = cb.daemon_pid() == Some(pid);
+    let log = cb.log();
+    cowbell::signal(pid, libc::SIGKILL);
+    assert!(relocked, "the daemon did not relock");
+    assert!(
+        log.contains("locked it again") && log.contains("renamed"),
+        "the daemon's log after the relock: {log:?}"
+    );
+}
+
+/// The state directory deleted, then a SIGTERM before the next heartbeat
+/// while herdr does not answer renames: the names not given back must be
+/// on record again, as the log says, not only in the deleted file.
+#[test]
+fn a_stop_that_cannot_restore_keeps_the_names_without_a_pidfile() {
+    let (cb, tab, _, pid) = blocked_api(1.0);
+    cb.wait_state_saved(&[&tab]);
+    std::fs::remove_dir_all(&cb.state_dir).unwrap();
+    cb.herdr.set_silent_method(Some("tab.rename"));
+    cowbell::signal(pid, libc::SIGTERM);
+    assert!(cowbell::wait_dead(pid, 20 * SECOND));
+    cb.herdr.set_silent_method(None);
+    assert_eq!(cb.herdr.label(&tab), "🔴 api");
+    let state = cb.state_json();
+    assert!(
+        state.contains("\"base\":\"api\""),
+        "the icon stays, and state.json has no record of its name: {state:?}"
+    );
+}
+
 /// Deleted with no second daemon started, the directory comes back: the
 /// daemon locks a new pidfile, so `off` still finds and stops it.
 #[test]

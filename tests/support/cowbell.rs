@@ -145,7 +145,7 @@ impl Cowbell {
     /// The pid in the pidfile, if that process is alive.
     pub fn daemon_pid(&self) -> Option<u32> {
         let text = std::fs::read_to_string(self.server_dir().join("cowbell.pid")).ok()?;
-        // "<pid> <host> <pid namespace>"
+        // "<pid> <boot id> <pid namespace>" (on Linux)
         let pid: u32 = text.split_whitespace().next()?.parse().ok()?;
         alive(pid).then_some(pid)
     }
