@@ -46,7 +46,9 @@ impl Lock {
     /// Records the pid of the process that holds the lock now, and where
     /// that pid means something (see `pid_scope`).
     fn write_pid(&mut self) -> io::Result<()> {
-        let line = format!("{} {}\n", std::process::id(), pid_scope());
+        // The pid alone in the first 32 bytes, which is all an older
+        // cowbell reads: a downgraded one can still stop this daemon.
+        let line = format!("{:<31} {}\n", std::process::id(), pid_scope());
         self.file.set_len(0)?;
         self.file.seek(SeekFrom::Start(0))?;
         // One write: a reader never sees the pid without its scope.
@@ -488,6 +490,10 @@ mod tests {
             matches!(try_lock_confirmed(&paths).unwrap(), Holder::Daemon(Some(pid)) if pid == me)
         );
         assert_eq!(probe(&paths).unwrap(), Some(me));
+        // An older cowbell reads 32 bytes and wants a bare pid in them.
+        let written = std::fs::read(paths.pid_file()).unwrap();
+        let first = std::str::from_utf8(&written[..32]).unwrap();
+        assert_eq!(first.trim().parse::<u32>().ok(), Some(me));
         // Letting go empties the file first.
         lock.clear_pid().unwrap();
         drop(lock);

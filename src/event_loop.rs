@@ -585,7 +585,6 @@ impl EventLoop {
         if due(self.heartbeat_deadline) || due(self.plugin_check_deadline) {
             self.heartbeat_deadline = None;
             self.plugin_check_deadline = Some(now + self.durations.heartbeat);
-            self.check_pidfile(now);
             if self.connected && self.stop.is_none() {
                 self.queue.push_back(Purpose::ListPlugins);
                 self.begin_resync();
@@ -619,6 +618,7 @@ impl EventLoop {
     /// The pidfile must still be the one this daemon holds: if someone
     /// deleted the state directory, the daemon locks the pidfile anew, or,
     /// when a daemon started since holds it, leaves the server to that one.
+    /// Looked at after every resync (the heartbeat brings one a minute).
     fn check_pidfile(&mut self, now: Instant) {
         let pid_file = self.paths.pid_file();
         if self.stop.is_some() || self.lock.is_at(&pid_file) {
@@ -654,7 +654,7 @@ impl EventLoop {
             // A cowbell command holds it for a moment.
             Ok(Holder::Daemon(None)) => self
                 .log
-                .line("the new pidfile is held by a command: locking it at the next heartbeat"),
+                .line("the new pidfile is held by a command: locking it at the next resync"),
             Err(error) => self.log.line(&format!(
                 "the pidfile was deleted or replaced, and cannot be made again: {error}"
             )),
@@ -1251,6 +1251,9 @@ impl EventLoop {
             return;
         }
         self.resync_running = false;
+        // Before the save: into a state directory that is no longer this
+        // daemon's, it would overwrite an `off` recorded there meanwhile.
+        self.check_pidfile(now);
         // Saved even when only the spinner moved on: after a crash, `sync`,
         // `off` and a daemon with the spinner off know a frame as cowbell's
         // only if it is the one saved.

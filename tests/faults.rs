@@ -1289,6 +1289,29 @@ fn sigterm_with_no_herdr_exits_at_once_even_late_in_the_backoff() {
     assert!(asked.elapsed() < 2 * SECOND);
 }
 
+/// The same, with a resync before the heartbeat (any status change): its
+/// save must not put a state.json with the flag off over the one `off`
+/// wrote.
+#[test]
+fn off_after_the_state_directory_was_deleted_survives_a_resync() {
+    let (cb, tab, pane, pid) = blocked_api(20.0);
+    std::fs::remove_dir_all(&cb.state_dir).unwrap();
+    let outcome = cb.action("off");
+    cb.herdr.set_status(&pane, "working");
+    let gone = cowbell::wait_dead(pid, 7 * SECOND);
+    if !gone {
+        cowbell::signal(pid, libc::SIGKILL);
+    }
+    let state = cb.state_json();
+    assert!(
+        gone && cb.herdr.label(&tab) == "api" && state.contains("\"off\":true"),
+        "off said {:?}, yet the daemon ran on: label {:?}; state {state}\n{}",
+        outcome.stdout,
+        cb.herdr.label(&tab),
+        cb.log()
+    );
+}
+
 /// Once the daemon locked a new pidfile, its log is there again too.
 #[test]
 fn the_log_comes_back_with_the_new_pidfile() {
