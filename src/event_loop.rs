@@ -269,9 +269,6 @@ pub struct EventLoop {
     spinner_deadline: Option<Instant>,
     cooldown_deadline: Option<Instant>,
     retry_deadline: Option<Instant>,
-    /// Another daemon holds the pidfile that replaced this one's (see
-    /// `check_pidfile`): state.json is its to write.
-    left_to_another: bool,
     plugin_check_deadline: Option<Instant>,
     /// Until then, answers to requests are not polled (`HEARTBEAT_GATHER`).
     gather_deadline: Option<Instant>,
@@ -349,7 +346,6 @@ impl EventLoop {
             spinner_deadline: None,
             cooldown_deadline: None,
             retry_deadline: None,
-            left_to_another: false,
             plugin_check_deadline: None,
             gather_deadline: None,
             resubscribe_deadline: None,
@@ -383,6 +379,7 @@ impl EventLoop {
         loop {
             self.fire_deadlines(now);
             if let Some(code) = self.exit_code {
+                self.reclaim_pidfile();
                 // Written even if unchanged: it may have gone with its
                 // directory, and names not given back must be on record.
                 self.last_saved = None;
@@ -647,8 +644,6 @@ impl EventLoop {
                 self.save();
             }
             Ok(Holder::Daemon(Some(_))) => {
-                // Its state.json now: this daemon writes it no more.
-                self.left_to_another = true;
                 self.hand_over(now, "a daemon started since holds the new pidfile")
             }
             // A cowbell command holds it for a moment.
@@ -658,6 +653,20 @@ impl EventLoop {
             Err(error) => self.log.line(&format!(
                 "the pidfile was deleted or replaced, and cannot be made again: {error}"
             )),
+        }
+    }
+
+    /// On the way out, a daemon whose pidfile went (with its directory,
+    /// while herdr was away and no resync looked) locks it again if it is
+    /// free, so the names not given back are on record, and keeps an `off`
+    /// recorded meanwhile.
+    fn reclaim_pidfile(&mut self) {
+        if self.lock.is_at(&self.paths.pid_file()) {
+            return;
+        }
+        if let Ok(Holder::Free(lock)) = daemon::relock(&self.paths) {
+            self.lock = lock;
+            self.off |= state::peek(&self.paths.state_file()).0.off;
         }
     }
 
@@ -1303,7 +1312,12 @@ impl EventLoop {
     }
 
     fn save(&mut self) {
-        if self.left_to_another {
+        // state.json belongs to whoever holds the pidfile beside it: with
+        // the pidfile gone (a deleted directory) or another daemon's, this
+        // one writes nothing until it has locked it again (see
+        // `check_pidfile`, and the way out in `run`), or it might put its
+        // flag over an `off` recorded meanwhile.
+        if !self.lock.is_at(&self.paths.pid_file()) {
             return;
         }
         // After a suspend or a wall-clock step the old offset would put

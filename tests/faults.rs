@@ -1312,6 +1312,38 @@ fn off_after_the_state_directory_was_deleted_survives_a_resync() {
     );
 }
 
+/// The same with herdr down, so no resync comes: the daemon's exit at the
+/// idle time must not put its flag over the one `off` wrote, and the next
+/// server start must find cowbell off.
+#[test]
+fn off_after_the_state_directory_was_deleted_survives_the_idle_exit() {
+    // Scale 20: the idle exit after 6 s.
+    let (mut cb, tab, pane, pid) = blocked_api(20.0);
+    cb.wait_state_saved(&[&tab]);
+    cb.herdr.stop();
+    std::thread::sleep(SECOND);
+    std::fs::remove_dir_all(&cb.state_dir).unwrap();
+    let outcome = cb.action("off");
+    let gone = cowbell::wait_dead(pid, 12 * SECOND);
+    if !gone {
+        cowbell::signal(pid, libc::SIGKILL);
+    }
+    let state = cb.state_json();
+    cb.herdr.start_again(true);
+    cb.herdr.set_status(&pane, "blocked");
+    cb.startup();
+    let started = cb.daemon_pid();
+    if let Some(daemon) = started {
+        cowbell::signal(daemon, libc::SIGKILL);
+    }
+    assert!(gone, "no idle exit:\n{}", cb.log());
+    assert!(
+        state.contains("\"off\":true") && started.is_none(),
+        "off said {:?}; after the idle exit {state}; daemon started {started:?}",
+        outcome.stdout
+    );
+}
+
 /// Once the daemon locked a new pidfile, its log is there again too.
 #[test]
 fn the_log_comes_back_with_the_new_pidfile() {
