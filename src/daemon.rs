@@ -96,7 +96,7 @@ pub enum Holder {
 
 /// How long a start waits for a lock holder that wrote no pid: a daemon
 /// that is starting, or a short command that holds the lock a moment.
-const PIDLESS_WAIT: Duration = Duration::from_millis(500);
+pub const PIDLESS_WAIT: Duration = Duration::from_millis(500);
 
 fn open_pidfile(paths: &Paths) -> io::Result<File> {
     files::ensure_private_dir(&paths.server_dir)?;

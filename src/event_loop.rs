@@ -659,14 +659,26 @@ impl EventLoop {
     /// On the way out, a daemon whose pidfile went (with its directory,
     /// while herdr was away and no resync looked) locks it again if it is
     /// free, so the names not given back are on record, and keeps an `off`
-    /// recorded meanwhile.
+    /// recorded meanwhile. It writes no pid: a `--replace` or `off` waiting
+    /// for the lock keeps waiting, rather than taking this exiting daemon
+    /// for a new one. A command holding the lock gets a moment to let go.
     fn reclaim_pidfile(&mut self) {
         if self.lock.is_at(&self.paths.pid_file()) {
             return;
         }
-        if let Ok(Holder::Free(lock)) = daemon::relock(&self.paths) {
-            self.lock = lock;
-            self.off |= state::peek(&self.paths.state_file()).0.off;
+        let give_up = Instant::now() + daemon::PIDLESS_WAIT;
+        loop {
+            match daemon::try_lock(&self.paths) {
+                Ok(Holder::Free(lock)) => {
+                    self.lock = lock;
+                    self.off |= state::peek(&self.paths.state_file()).0.off;
+                    return;
+                }
+                Ok(Holder::Daemon(None)) if Instant::now() < give_up => {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                _ => return,
+            }
         }
     }
 

@@ -1344,6 +1344,44 @@ fn off_after_the_state_directory_was_deleted_survives_the_idle_exit() {
     );
 }
 
+/// The state directory deleted and herdr away, then a SIGTERM while a
+/// command holds the new pidfile for a moment: the exiting daemon waits
+/// for it, so the names it could not give back are on record.
+#[test]
+fn an_exit_while_a_command_holds_the_new_pidfile_keeps_the_names() {
+    use std::os::unix::fs::OpenOptionsExt;
+    let (mut cb, tab, _, pid) = blocked_api(1.0);
+    cb.wait_state_saved(&[&tab]);
+    let server_dir = cb.server_dir();
+    cb.herdr.stop();
+    std::thread::sleep(Duration::from_millis(300));
+    std::fs::remove_dir_all(&cb.state_dir).unwrap();
+    std::fs::create_dir_all(&server_dir).unwrap();
+    std::fs::set_permissions(&server_dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let held = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .mode(0o600)
+        .open(server_dir.join("cowbell.pid"))
+        .unwrap();
+    // SAFETY: flock on a descriptor this test owns.
+    assert_eq!(unsafe { libc::flock(held.as_raw_fd(), libc::LOCK_EX) }, 0);
+    let command = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        drop(held);
+    });
+    cowbell::signal(pid, libc::SIGTERM);
+    assert!(cowbell::wait_dead(pid, 5 * SECOND));
+    command.join().unwrap();
+    let state = cb.state_json();
+    assert!(
+        state.contains(&format!("\"{tab}\"")),
+        "names not on record: {state:?}\n{}",
+        cb.log()
+    );
+}
+
 /// Once the daemon locked a new pidfile, its log is there again too.
 #[test]
 fn the_log_comes_back_with_the_new_pidfile() {
