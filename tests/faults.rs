@@ -103,6 +103,21 @@ impl Scene {
         self.invariants();
     }
 
+    /// Every tab carries exactly its name again (after `off`, a SIGTERM,
+    /// `remove-icons`) within `timeout`; `after` says after what.
+    fn names_back_within(&self, timeout: Duration, after: &str) {
+        let ok = self
+            .cb
+            .herdr
+            .wait_until(timeout, |snap| self.names.name_mismatches(snap).is_empty());
+        assert!(
+            ok,
+            "{after}: names not restored: {:?}\nlog:\n{}",
+            self.names.name_mismatches(&self.cb.herdr.snapshot()),
+            log_tail(&self.cb, 30)
+        );
+    }
+
     /// Both subscriptions are back (lifecycle and status).
     fn resubscribed_within(&self, timeout: Duration) {
         assert!(
@@ -628,15 +643,7 @@ fn a_silent_server_times_requests_out_and_sigterm_still_ends_the_daemon() {
     // The names come back from state.json.
     let outcome = s.cb.run_as(&["remove-icons"], "action");
     assert!(outcome.status.success(), "{}", outcome.stderr);
-    let ok =
-        s.cb.herdr
-            .wait_until(SECOND, |snap| s.names.name_mismatches(snap).is_empty());
-    assert!(
-        ok,
-        "names not restored: {:?}\n{}",
-        s.names.name_mismatches(&s.cb.herdr.snapshot()),
-        log_tail(&s.cb, 30)
-    );
+    s.names_back_within(SECOND, "remove-icons");
 }
 
 #[test]
@@ -950,16 +957,7 @@ fn sigterm_during_a_resync_restores_every_name() {
         cowbell::signal(pid, libc::SIGTERM);
         wait_exit(&s.cb, pid, 12 * SECOND);
         s.cb.herdr.set_response_delay(Duration::ZERO);
-        let ok =
-            s.cb.herdr
-                .wait_until(SECOND, |snap| s.names.name_mismatches(snap).is_empty());
-        let snap = s.cb.herdr.snapshot();
-        assert!(
-            ok,
-            "SIGTERM during {stage}: names not restored: {:?}\nlog:\n{}",
-            s.names.name_mismatches(&snap),
-            log_tail(&s.cb, 30)
-        );
+        s.names_back_within(SECOND, &format!("SIGTERM during {stage}"));
         // And no late rename puts an icon back.
         std::thread::sleep(SECOND);
         assert!(
@@ -985,15 +983,7 @@ fn a_restore_whose_request_fails_once_tries_again() {
         }
         cowbell::signal(pid, libc::SIGTERM);
         wait_exit(&s.cb, pid, 12 * SECOND);
-        let ok =
-            s.cb.herdr
-                .wait_until(SECOND, |snap| s.names.name_mismatches(snap).is_empty());
-        assert!(
-            ok,
-            "a failed {failure} left names unrestored: {:?}\nlog:\n{}",
-            s.names.name_mismatches(&s.cb.herdr.snapshot()),
-            log_tail(&s.cb, 12)
-        );
+        s.names_back_within(SECOND, &format!("a failed {failure}"));
     }
 }
 
@@ -1035,10 +1025,7 @@ fn sigterm_while_disconnected_exits_and_keeps_state_for_remove_icons() {
     s.cb.herdr.start_again(true);
     let outcome = s.cb.run_as(&["remove-icons"], "action");
     assert!(outcome.status.success(), "{}", outcome.stderr);
-    let ok =
-        s.cb.herdr
-            .wait_until(SECOND, |snap| s.names.name_mismatches(snap).is_empty());
-    assert!(ok, "{:?}", s.names.name_mismatches(&s.cb.herdr.snapshot()));
+    s.names_back_within(SECOND, "remove-icons");
 }
 
 /// herdr came back while the daemon still waits out its reconnect backoff
@@ -1055,15 +1042,7 @@ fn sigterm_during_the_reconnect_backoff_restores_names_once_herdr_is_back() {
     std::thread::sleep(Duration::from_millis(300));
     cowbell::signal(pid, libc::SIGTERM);
     wait_exit(&s.cb, pid, 12 * SECOND);
-    let ok =
-        s.cb.herdr
-            .wait_until(2 * SECOND, |snap| s.names.name_mismatches(snap).is_empty());
-    assert!(
-        ok,
-        "{:?}\n{}",
-        s.names.name_mismatches(&s.cb.herdr.snapshot()),
-        log_tail(&s.cb, 30)
-    );
+    s.names_back_within(2 * SECOND, "SIGTERM in the backoff");
 }
 
 /// A launcher that leaks one more descriptor onto the pipe it reads (a
