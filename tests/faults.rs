@@ -1045,6 +1045,20 @@ fn sigterm_during_the_reconnect_backoff_restores_names_once_herdr_is_back() {
     s.names_back_within(2 * SECOND, "SIGTERM in the backoff");
 }
 
+/// cowbell as a launcher other than herdr starts it: with herdr's
+/// environment for `event`, and no standard stream anyone reads.
+fn launched(cb: &Cowbell, args: &[&str], event: &str) -> Command {
+    let mut command = Command::new(bin());
+    command
+        .args(args)
+        .env_clear()
+        .envs(cb.env(event))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    command
+}
+
 /// A launcher that leaks one more descriptor onto the pipe it reads (a
 /// shell's `cowbell on 3>&1 | cat`): the daemon must not keep it, or the
 /// reader never sees end of file.
@@ -1061,14 +1075,7 @@ fn the_daemon_keeps_no_inherited_descriptor_open() {
     // SAFETY: both descriptors were just created and are owned here only.
     let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
     let write_raw = write.as_raw_fd();
-    let mut command = Command::new(bin());
-    command
-        .args(["daemon", "--replace"])
-        .env_clear()
-        .envs(cb.env("startup"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
+    let mut command = launched(&cb, &["daemon", "--replace"], "startup");
     // SAFETY: dup2 is async-signal-safe, as pre_exec requires.
     unsafe {
         command.pre_exec(move || {
@@ -1098,14 +1105,7 @@ fn a_daemon_started_with_signals_blocked_can_still_be_turned_off() {
     use std::os::unix::process::CommandExt;
     let cb = Cowbell::new();
     let (tab, pane) = cb.tab(Some("api"));
-    let mut command = Command::new(bin());
-    command
-        .arg("on")
-        .env_clear()
-        .envs(cb.env("action"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
+    let mut command = launched(&cb, &["on"], "action");
     // SAFETY: the sigset calls are async-signal-safe, as pre_exec requires,
     // and work on a local plain-data set.
     unsafe {
