@@ -165,9 +165,7 @@ fn restore(paths: &Paths, tracker: &mut Tracker, every_tab: bool) -> Result<usiz
         }
     }
     // Forget every tab whose name is back; keep the rest for the next try.
-    tracker
-        .tabs
-        .retain(|id, _| unfinished.tabs.contains(&id.as_str()));
+    tracker.tabs.retain(|id, _| unfinished.tabs.contains(&id));
     match unfinished.why {
         Some(why) => Err(Error::Herdr {
             what: "restoring tab names".into(),

@@ -3,7 +3,8 @@
 //! `main` parses the command line and hands over to the command; every
 //! concern lives in a module of its own:
 //! - the pure core: `labels` (icons, compose, strip), `resync` (what every
-//!   tab should be called), `fights` (rename fights and cool-downs);
+//!   tab should be called, with `tab_map` its tabs by id), `fights` (rename
+//!   fights and cool-downs);
 //! - the herdr client: `herdr`;
 //! - the daemon: `daemon` (pidfile lock, detaching), `event_loop` (the one
 //!   poll loop), `signals` (the self-pipe), `sys` (the system calls);
@@ -50,6 +51,7 @@ mod resync;
 mod signals;
 mod state;
 mod sys;
+mod tab_map;
 
 use std::process::ExitCode;
 

@@ -7,12 +7,12 @@
 //! and was applied late) and the fight history. Whatever touches a socket
 //! or a file lives elsewhere.
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use crate::config::Config;
 use crate::fights::{FightRecord, Timing, Verdict};
 use crate::labels::{Labeler, SPINNER_FRAMES, Status};
+use crate::tab_map::TabMap;
 
 /// How long a label cowbell sent is still recognised as its own echo.
 /// herdr delivers a burst of echoes over about a second, and can apply a
@@ -175,7 +175,7 @@ impl Plan {
 /// Every tab cowbell keeps an icon on.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Tracker {
-    pub tabs: BTreeMap<String, TabRecord>,
+    pub tabs: TabMap,
     pub spinner_frame: usize,
 }
 
@@ -188,16 +188,15 @@ impl Tracker {
         // BTreeSet, whose collect brings in a stable sort: binary size.
         let mut present: Vec<&str> = listed.iter().map(|t| t.tab_id.as_str()).collect();
         present.sort_unstable();
-        let gone: Vec<String> = self
-            .tabs
-            .keys()
-            .filter(|id| present.binary_search(&id.as_str()).is_err())
-            .cloned()
-            .collect();
-        for tab_id in gone {
-            self.tabs.remove(&tab_id);
-            plan.notes.push(Note::Dropped { tab_id });
-        }
+        let notes = &mut plan.notes;
+        self.tabs.retain(|tab_id, _| {
+            let listed = present.binary_search(&tab_id).is_ok();
+            if !listed {
+                let tab_id = tab_id.to_string();
+                notes.push(Note::Dropped { tab_id });
+            }
+            listed
+        });
         for tab in listed {
             self.resync_tab(tab, settings, now, &mut plan);
         }
@@ -224,7 +223,7 @@ impl Tracker {
                     auto_named,
                     ..TabRecord::default()
                 };
-                self.tabs.entry(tab.tab_id.clone()).or_insert(record)
+                self.tabs.get_or_insert_with(&tab.tab_id, || record)
             }
         };
         record
@@ -412,7 +411,7 @@ impl Tracker {
             }
         }
         self.tabs
-            .retain(|id, _| renames.iter().any(|r| &r.tab_id == id));
+            .retain(|id, _| renames.iter().any(|r| r.tab_id == id));
         renames
     }
 
@@ -421,14 +420,12 @@ impl Tracker {
     /// tracked from now on, with its current label as cowbell's own, so
     /// that the next restore gives `base` back.
     pub fn keep_for_restore(&mut self, tab: &Tab, base: &str) {
-        self.tabs
-            .entry(tab.tab_id.clone())
-            .or_insert_with(|| TabRecord {
-                base: base.to_string(),
-                written: Some(tab.label.clone()),
-                seen: tab.label.clone(),
-                ..TabRecord::default()
-            });
+        self.tabs.get_or_insert_with(&tab.tab_id, || TabRecord {
+            base: base.to_string(),
+            written: Some(tab.label.clone()),
+            seen: tab.label.clone(),
+            ..TabRecord::default()
+        });
     }
 }
 

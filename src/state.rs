@@ -98,7 +98,7 @@ impl Serialize for TrackerTabs<'_> {
 
 /// Holds only the entry being written.
 struct TrackerEntries<'a> {
-    records: std::collections::btree_map::Iter<'a, String, TabRecord>,
+    records: std::slice::Iter<'a, (String, TabRecord)>,
     clock: Clock,
     current: Option<TabEntry>,
 }
