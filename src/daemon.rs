@@ -113,19 +113,18 @@ pub fn try_lock(paths: &Paths) -> io::Result<Holder> {
     Ok(Holder::Daemon(read_pid(&file)?))
 }
 
-/// Where a pid names a process, on Linux: this boot of this host (its boot
-/// id, which no host rename changes) and this pid namespace (which tells a
+/// Where a pid names a process: this boot of this host (its boot id, which
+/// no host rename changes) and, on Linux, this pid namespace (which tells a
 /// container from its host, whose boot id it shares). A state directory
 /// can be shared beyond one machine (an NFS home, a container with the
 /// home mounted), and a pid that a daemon elsewhere wrote would name an
-/// unrelated process here. Elsewhere (macOS) the scope is empty, and a pid
-/// is taken as this host's.
+/// unrelated process here.
 fn pid_scope() -> String {
-    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+    let boot = crate::sys::boot_id().unwrap_or_default();
     let namespace = std::fs::read_link("/proc/self/ns/pid")
         .map(|link| link.to_string_lossy().into_owned())
         .unwrap_or_default();
-    format!("{} {namespace}", boot.trim()).trim().to_string()
+    format!("{boot} {namespace}").trim().to_string()
 }
 
 /// The pid a daemon wrote into its pidfile; `None` while it has not yet
@@ -516,6 +515,11 @@ mod tests {
         // here: the namespace alone does not tell, every host's first is
         // the same.
         let here: Vec<String> = pid_scope().split_whitespace().map(String::from).collect();
+        // On every platform: a Mac's daemon once wrote no scope, and its
+        // bare pid was signalled by a Linux cowbell sharing the directory.
+        assert!(!here.is_empty(), "this host's pids carry no scope");
+        let elsewhere = "4242 0d5e1f00-0000-4000-8000-000000000000\n";
+        assert_eq!(pid_in(elsewhere.as_bytes()), None, "another boot's pid");
         if let [boot, namespace] = &here[..] {
             let elsewhere = format!("4242 0d5e1f00-0000-4000-8000-000000000000 {namespace}\n");
             assert_eq!(pid_in(elsewhere.as_bytes()), None);

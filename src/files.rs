@@ -133,7 +133,7 @@ fn read_regular(path: &Path, cap: u64, flags: libc::c_int) -> io::Result<Option<
 }
 
 /// Replaces `path` with `bytes`: temp file in the same directory, 0600,
-/// `sync_all`, `rename`. A symlink at `path` is replaced, not followed.
+/// `sync_file`, `rename`. A symlink at `path` is replaced, not followed.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
     let temp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
@@ -148,7 +148,7 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(&temp)?;
         file.write_all(bytes)?;
-        file.sync_all()?;
+        crate::sys::sync_file(&file)?;
         fs::rename(&temp, path)
     })();
     if result.is_err() {

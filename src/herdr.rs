@@ -410,6 +410,16 @@ impl std::fmt::Display for CallError {
                     "cannot connect: herdr accepts no connections (its queue is full)"
                 )
             }
+            // macOS refuses, where Linux says EAGAIN, also when the queue is full.
+            CallError::Connect(error)
+                if cfg!(target_vendor = "apple")
+                    && error.kind() == io::ErrorKind::ConnectionRefused =>
+            {
+                write!(
+                    f,
+                    "cannot connect: herdr refused the connection (not running, or its queue is full)"
+                )
+            }
             CallError::Connect(error) => write!(f, "cannot connect: {error}"),
             CallError::Io(error) => write!(f, "{error}"),
             CallError::Timeout => write!(f, "no answer within {} s", REQUEST_TIMEOUT.as_secs()),
@@ -434,6 +444,10 @@ pub fn call(socket: &Path, method: &str, params: &str) -> Result<Message, CallEr
         // herdr closed the connection before it read the request (a
         // reset when it closed with the request unread).
         io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset => CallError::Closed,
+        // macOS's word for a write to a socket its peer is closing.
+        _ if cfg!(target_vendor = "apple") && error.raw_os_error() == Some(libc::EPROTOTYPE) => {
+            CallError::Closed
+        }
         _ => CallError::Io(error),
     };
     stream

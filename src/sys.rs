@@ -13,6 +13,55 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 
+/// Puts `file`'s data on the disk, before a rename makes it state.json.
+/// On Apple std's `sync_all` is `F_FULLFSYNC`, which SMB, WebDAV, ZFS and
+/// FUSE file systems refuse (no save would ever succeed there) and which
+/// empties the whole drive cache on every save. A barrier keeps the data
+/// ahead of the rename, which is all the atomic replace needs; plain fsync
+/// where even that is refused.
+pub fn sync_file(file: &std::fs::File) -> io::Result<()> {
+    #[cfg(target_vendor = "apple")]
+    {
+        // SAFETY: fcntl and fsync on a valid, open fd touch only its file.
+        if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_BARRIERFSYNC) } != -1 {
+            return Ok(());
+        }
+        cvt(unsafe { libc::fsync(file.as_raw_fd()) })?;
+        Ok(())
+    }
+    #[cfg(not(target_vendor = "apple"))]
+    file.sync_all()
+}
+
+/// This boot of this machine, as the kernel names it (a random UUID per
+/// boot); `None` where it cannot be read.
+pub fn boot_id() -> Option<String> {
+    #[cfg(target_vendor = "apple")]
+    {
+        let mut buffer = [0u8; 64];
+        let mut length = buffer.len();
+        // SAFETY: sysctlbyname writes at most `length` bytes into `buffer`
+        // and the length it wrote back into `length`.
+        let ret = unsafe {
+            libc::sysctlbyname(
+                c"kern.bootsessionuuid".as_ptr(),
+                buffer.as_mut_ptr().cast(),
+                &mut length,
+                std::ptr::null_mut(),
+                0,
+            )
+        };
+        cvt(ret).ok()?;
+        let text = std::str::from_utf8(buffer.get(..length)?).ok()?;
+        Some(text.trim_end_matches('\0').trim().to_string())
+    }
+    #[cfg(not(target_vendor = "apple"))]
+    {
+        let text = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+        Some(text.trim().to_string())
+    }
+}
+
 /// Turns the C convention (`-1` and `errno`) into an `io::Result`.
 fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
     if ret == -1 {
@@ -93,7 +142,8 @@ pub fn connect_unix(path: &Path) -> io::Result<UnixStream> {
         *slot = *byte as libc::c_char;
     }
     let fd = new_stream_socket()?;
-    let length = (std::mem::size_of::<libc::sa_family_t>() + bytes.len() + 1) as libc::socklen_t;
+    let length =
+        (std::mem::offset_of!(libc::sockaddr_un, sun_path) + bytes.len() + 1) as libc::socklen_t;
     // SAFETY: `address` is an initialised sockaddr_un and `length` is within it.
     let ret = unsafe {
         libc::connect(
