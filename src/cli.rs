@@ -287,4 +287,45 @@ mod tests {
             assert!(!line.starts_with("   "), "{line:?}");
         }
     }
+
+    #[test]
+    fn every_command_answers_help_with_its_own_text() {
+        let table: &[(&[&str], &'static str, &str)] = &[
+            (&["daemon", "-h"], HELP_DAEMON, "daemon"),
+            (&["daemon", "--replace", "--help"], HELP_DAEMON, "daemon"),
+            (&["watchdog", "--help"], HELP_WATCHDOG, "watchdog"),
+            (&["on", "--help"], HELP_ON, "on"),
+            (&["off", "--help"], HELP_OFF, "off"),
+            (
+                &["remove-icons", "--help"],
+                HELP_REMOVE_ICONS,
+                "remove-icons",
+            ),
+            (&["status", "--help"], HELP_STATUS, "status"),
+            (&["status", "--json", "-h"], HELP_STATUS, "status"),
+            (&["sync", "--help"], HELP_SYNC, "sync"),
+            (&["presets", "--help"], HELP_PRESETS, "presets"),
+            (&["config", "check", "--help"], HELP_CONFIG, "config check"),
+            (&["config", "-h"], HELP_CONFIG, "config check"),
+        ];
+        for (args, help, name) in table {
+            assert_eq!(parse(args), Ok(Command::Help(help)), "{args:?}");
+            assert!(
+                help.starts_with(&format!("Usage: cowbell {name}")),
+                "{args:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn extra_words_and_unknown_short_options_are_usage_errors() {
+        for args in [
+            &["version", "extra"][..],
+            &["help", "me"],
+            &["status", "-j"],
+            &["sync", "-x"],
+        ] {
+            assert!(parse(args).is_err(), "{args:?}");
+        }
+    }
 }

@@ -820,4 +820,21 @@ mod tests {
             assert!(load(&secret).has_errors());
         }
     }
+
+    #[test]
+    fn the_size_cap_is_one_mebibyte_as_the_readme_says() {
+        // The other size test derives its sizes from MAX_FILE_SIZE, so it
+        // cannot notice the cap itself moving.
+        let dir = TempDir::new("cap-1mib");
+        let big = dir.0.join("config.json");
+        std::fs::write(&big, format!("{{}}{}", " ".repeat(1024 * 1024 - 1))).unwrap();
+        let loaded = load(&big);
+        assert_eq!(
+            loaded.problems,
+            vec![error(format!(
+                "{}: cannot be read: larger than 1048576 bytes",
+                big.display()
+            ))]
+        );
+    }
 }

@@ -251,4 +251,27 @@ pub mod tests {
         assert!(read_capped(&file, 10).is_err());
         assert_eq!(read_capped(&file, 11).unwrap().unwrap().len(), 11);
     }
+
+    #[test]
+    fn a_replace_that_fails_leaves_no_temp_file() {
+        let temp = TempDir::new("replace-fails");
+        let path = temp.0.join("state.json");
+        // A non-empty directory where the file goes: the rename fails.
+        fs::create_dir_all(path.join("x")).unwrap();
+        assert!(write_atomically(&path, b"new").is_err());
+        let names: Vec<_> = fs::read_dir(&temp.0)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name())
+            .collect();
+        assert_eq!(names, [std::ffi::OsString::from("state.json")]);
+    }
+
+    #[test]
+    fn the_fingerprint_is_fnv1a_64() {
+        // Hashed server directories are named by it: another hash would
+        // leave every such server's state.json behind on upgrade.
+        assert_eq!(fingerprint(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fingerprint(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(fingerprint(b"foobar"), 0x8594_4171_f739_67e8);
+    }
 }

@@ -1038,6 +1038,11 @@ mod tests {
             "tru",
             "{} x",
             "\"a\nb\"",
+            // Every C0 control must be escaped, the last one (U+001F) too.
+            "\"a\u{1f}b\"",
+            // JSON's whitespace is space, tab, LF and CR: no form feed.
+            "\u{c}{}",
+            "{}\u{c}",
         ];
         for text in texts {
             assert!(

@@ -247,4 +247,33 @@ mod tests {
         let mut log = Log::open(PathBuf::from("/nonexistent/dir/cowbell.log"));
         log.line("still fine");
     }
+
+    #[test]
+    fn a_long_line_is_cut_after_four_kibibytes() {
+        let temp = TempDir::new("log-4k");
+        let path = temp.0.join("cowbell.log");
+        let mut log = Log::open(path.clone());
+        log.line(&"x".repeat(10_000));
+        let text = std::fs::read_to_string(&path).unwrap();
+        let (kept, more) = text.split_once(" ... (").unwrap();
+        assert_eq!(kept.len(), 4096);
+        assert!(more.ends_with(" bytes more)\n"), "{more}");
+    }
+
+    #[test]
+    fn bidirectional_controls_and_separators_are_control_characters() {
+        for c in [
+            '\u{061c}', '\u{200e}', '\u{200f}', '\u{202a}', '\u{202b}', '\u{202c}', '\u{202d}',
+            '\u{202e}', '\u{2066}', '\u{2067}', '\u{2068}', '\u{2069}', '\u{2028}', '\u{2029}',
+            '\u{85}', '\u{9b}', '\u{7f}',
+        ] {
+            assert!(is_control(c), "U+{:04X}", c as u32);
+        }
+        // Emoji sequences need the joiner and the variation selector.
+        for c in [
+            'a', 'é', '🔴', '\u{200d}', '\u{fe0f}', '\u{2065}', '\u{206a}',
+        ] {
+            assert!(!is_control(c), "U+{:04X}", c as u32);
+        }
+    }
 }

@@ -179,6 +179,9 @@ mod tests {
     #[test]
     fn fallbacks_follow_xdg_then_home() {
         let paths = Paths::from_lookup(&lookup(&[("HOME", "/home/u")])).unwrap();
+        // Run by hand, without herdr's HERDR_PLUGIN_ID: the manifest's id,
+        // which the heartbeat looks for among the installed plugins.
+        assert_eq!(paths.plugin_id, "cowbell");
         assert_eq!(
             paths.socket,
             PathBuf::from("/home/u/.config/herdr/herdr.sock")
@@ -261,5 +264,34 @@ mod tests {
         let b = server_dir_name(Path::new("/tmp/b.sock"), Some(default));
         assert!(a.starts_with("socket-") && a.len() == 23 && a != b);
         assert_eq!(a, server_dir_name(Path::new("/tmp/a.sock"), Some(default)));
+    }
+
+    #[test]
+    fn only_short_plain_session_names_are_used_as_they_are() {
+        let default = Path::new("/h/.config/herdr/herdr.sock");
+        let dir = |name: &str| {
+            let socket = format!("/h/.config/herdr/sessions/{name}/herdr.sock");
+            server_dir_name(Path::new(&socket), Some(default))
+        };
+        let longest = "x".repeat(64);
+        assert_eq!(dir(&longest), format!("session-{longest}"));
+        assert_eq!(dir("a.b_c-1"), "session-a.b_c-1");
+        // "session-" and 250 bytes would not fit in a file name (255).
+        for name in [
+            "x".repeat(65),
+            "x".repeat(250),
+            ".hidden".into(),
+            "my work".into(),
+            "wörk".into(),
+        ] {
+            assert!(
+                dir(&name).starts_with("socket-"),
+                "{name:?}: {}",
+                dir(&name)
+            );
+        }
+        // Another socket in a session's directory is another server.
+        let other = Path::new("/h/.config/herdr/sessions/work/other.sock");
+        assert!(server_dir_name(other, Some(default)).starts_with("socket-"));
     }
 }

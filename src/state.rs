@@ -424,6 +424,9 @@ mod tests {
         assert!(first.agrees_with(later(10, 10)));
         // An hour of suspend: the wall clock moved, the monotonic one not.
         assert!(!first.agrees_with(later(10, 3610)));
+        // "To within a second": two seconds off is a step.
+        assert!(!first.agrees_with(later(10, 12)));
+        assert!(!first.agrees_with(later(12, 10)));
         // The wall clock stepped back a minute.
         assert!(!first.agrees_with(Clock {
             mono: first.mono + Duration::from_secs(70),
@@ -539,8 +542,10 @@ mod tests {
             let (state, warning) = load(&path, 1234);
             assert_eq!(state, State::default(), "{what}");
             let warning = warning.unwrap_or_else(|| panic!("{what}: no warning"));
+            // "corrupt-1234" alone would satisfy a bare "corrupt": ask for
+            // the diagnosis, not the file name.
             assert!(
-                warning.contains("corrupt") && warning.contains("corrupt-1234"),
+                warning.contains(" is corrupt (") && warning.contains("corrupt-1234"),
                 "{what}: {warning}"
             );
             assert!(!path.exists(), "{what}");
@@ -617,5 +622,57 @@ mod tests {
         let until = restored.tabs["w1:t1"].fight.cooldown_until.unwrap();
         assert!(until.duration_since(jumped.mono) <= timing.max_cooldown);
         assert_eq!(restored.tabs["w1:t1"].fight.fights, vec![jumped.mono]);
+    }
+
+    #[test]
+    fn corrupt_files_moved_aside_in_the_same_second_are_all_kept() {
+        let temp = TempDir::new("corrupt-twice");
+        let path = temp.0.join("state.json");
+        for text in ["first", "second", "third"] {
+            std::fs::write(&path, text).unwrap();
+            assert!(load(&path, 1234).1.is_some());
+        }
+        let read = |name: &str| std::fs::read_to_string(temp.0.join(name)).unwrap();
+        assert_eq!(read("state.json.corrupt-1234"), "first");
+        assert_eq!(read("state.json.corrupt-1234-1"), "second");
+        assert_eq!(read("state.json.corrupt-1234-2"), "third");
+    }
+
+    #[test]
+    fn a_tracker_survives_a_save_and_a_load() {
+        // The other round trip compares the streamed text with one made by
+        // the same `entry_of`, so it cannot see a field `entry_of` drops.
+        let clock = Clock::now();
+        let mut tracker = Tracker::default();
+        let record = TabRecord {
+            base: "api".into(),
+            written: None,
+            // What another renamer left during a cool-down: neither the
+            // base nor a label cowbell wrote.
+            seen: "● api".into(),
+            auto_named: false,
+            ..TabRecord::default()
+        };
+        tracker.tabs.insert("w1:t1".into(), record);
+        let state = decode(&encode_tracker(&tracker, true, clock)).unwrap();
+        assert!(state.off);
+        let back = to_tracker(&state, clock, &Timing::REAL);
+        let record = &back.tabs["w1:t1"];
+        assert_eq!(
+            (
+                record.base.as_str(),
+                record.written.as_deref(),
+                record.seen.as_str()
+            ),
+            ("api", None, "● api")
+        );
+    }
+
+    #[test]
+    fn an_entry_without_seen_was_last_seen_with_the_label_cowbell_wrote() {
+        let text = r#"{"version":1,"off":false,"tabs":{"w1:t1":{"base":"api","written":"🔴 api","seen":null,"auto_named":false,"fights_ms":[],"last_own_rename_ms":null,"cooldown_until_ms":null,"last_cooldown_end_ms":null,"last_cooldown_ms":null,"cooldown_level":0,"fights_total":0}}}"#;
+        let state = decode(text).unwrap();
+        let tracker = to_tracker(&state, Clock::now(), &Timing::REAL);
+        assert_eq!(tracker.tabs["w1:t1"].seen, "🔴 api");
     }
 }

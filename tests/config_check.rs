@@ -85,3 +85,28 @@ fn presets_shows_every_preset_as_a_tab_bar() {
     }
     assert!(stdout.contains("🔴 "));
 }
+
+#[test]
+fn an_empty_variable_counts_as_unset() {
+    // HERDR_PLUGIN_CONFIG_DIR="" names no directory (it would be the
+    // working directory): the XDG fallback applies.
+    let xdg = std::env::temp_dir().join(format!("cowbell-check-xdg-{}", std::process::id()));
+    let dir = xdg.join("herdr/plugins/config/cowbell");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("config.json"), r#"{"preset": "ascii"}"#).unwrap();
+    let output = Command::new(BIN)
+        .args(["config", "check"])
+        .env("HERDR_PLUGIN_CONFIG_DIR", "")
+        .env("XDG_CONFIG_HOME", &xdg)
+        .current_dir(&xdg)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&xdg);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("\"preset\": \"ascii\""), "{stdout}");
+}
