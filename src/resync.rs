@@ -172,6 +172,26 @@ impl Plan {
     }
 }
 
+/// The record of a tab cowbell sees for the first time; `None` for an
+/// auto-named tab unless the settings include those.
+fn first_record(tab: &Tab, settings: &Settings) -> Option<TabRecord> {
+    let auto_named = tab.looks_auto_named();
+    if auto_named && !settings.include_auto_named {
+        return None;
+    }
+    let base = if auto_named {
+        tab.number.to_string()
+    } else {
+        settings.labeler.strip(&tab.label).to_string()
+    };
+    Some(TabRecord {
+        base,
+        seen: tab.label.clone(),
+        auto_named,
+        ..TabRecord::default()
+    })
+}
+
 /// Every tab cowbell keeps an icon on.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Tracker {
@@ -197,6 +217,12 @@ impl Tracker {
             }
             listed
         });
+        let new = listed
+            .iter()
+            .filter(|tab| self.tabs.get(&tab.tab_id).is_none())
+            .filter_map(|tab| Some((tab.tab_id.clone(), first_record(tab, settings)?)))
+            .collect();
+        self.tabs.add_new(new);
         for tab in listed {
             self.resync_tab(tab, settings, now, &mut plan);
         }
@@ -205,26 +231,9 @@ impl Tracker {
 
     fn resync_tab(&mut self, tab: &Tab, settings: &Settings, now: Instant, plan: &mut Plan) {
         let labeler = &settings.labeler;
-        let record = match self.tabs.get_mut(&tab.tab_id) {
-            Some(record) => record,
-            None => {
-                let auto_named = tab.looks_auto_named();
-                if auto_named && !settings.include_auto_named {
-                    return;
-                }
-                let base = if auto_named {
-                    tab.number.to_string()
-                } else {
-                    labeler.strip(&tab.label).to_string()
-                };
-                let record = TabRecord {
-                    base,
-                    seen: tab.label.clone(),
-                    auto_named,
-                    ..TabRecord::default()
-                };
-                self.tabs.get_or_insert_with(&tab.tab_id, || record)
-            }
+        // None: an auto-named tab that cowbell leaves alone.
+        let Some(record) = self.tabs.get_mut(&tab.tab_id) else {
+            return;
         };
         record
             .sent
