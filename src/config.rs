@@ -249,6 +249,19 @@ pub fn parse(text: &str, file: &str) -> (Config, Vec<Problem>) {
             }),
         }
     }
+    if let Some((long, short)) = config.labeler().ambiguous_icons() {
+        problems.push(Problem {
+            severity: Severity::Warning,
+            message: format!(
+                "{file}: \"icons\": {} starts with the icon {} and a separator, so a tab \
+                 name that starts like the rest of it loses that start when icons are \
+                 stripped; choose icons that do not start with another icon and a space \
+                 or the separator",
+                quote_short(long),
+                quote_short(short)
+            ),
+        });
+    }
     (config, problems)
 }
 
@@ -492,7 +505,7 @@ mod tests {
         // Valid JSON by the grammar, but beyond what miniserde will read.
         assert_eq!(
             only_error("{\"a\": 1e999}"),
-            "config.json: line 1, column 7: number too large"
+            "config.json: line 1, column 7: number too large: 1e999 (beyond about 1.8e308)"
         );
     }
 
@@ -698,6 +711,32 @@ mod tests {
             problems,
         };
         assert!(!loaded.has_errors());
+    }
+
+    #[test]
+    fn icons_that_would_eat_the_start_of_names_are_a_warning() {
+        let (config, problems) = messages(r#"{"icons": {"blocked": "🔴", "done": "🔴 !"}}"#);
+        assert_eq!(config.icons[1].as_deref(), Some("🔴 !"), "still applies");
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(
+            problems[0].starts_with("config.json: \"icons\": \"🔴 !\" starts with the icon \"🔴\""),
+            "{}",
+            problems[0]
+        );
+        // Also when only part of the separator follows the shorter icon.
+        let (_, problems) =
+            messages(r#"{"separator": "::", "icons": {"done": "a", "idle": "a:"}}"#);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        // Built-in icons never do, whatever the separator.
+        for preset in labels::PRESETS {
+            for separator in [" ", " | ", ": ", "|", "·", "] ", "> ", "  "] {
+                let text = format!(
+                    r#"{{"preset": "{}", "separator": "{separator}"}}"#,
+                    preset.name
+                );
+                assert_eq!(messages(&text).1, Vec::<String>::new(), "{text}");
+            }
+        }
     }
 
     #[test]

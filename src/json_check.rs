@@ -169,7 +169,10 @@ impl<'a> Reader<'a> {
             None => Ok(value),
             Some(_) => Err((
                 self.pos,
-                "unexpected characters after the JSON value".to_string(),
+                format!(
+                    "unexpected characters after the JSON value, {}",
+                    self.found(self.pos)
+                ),
             )),
         }
     }
@@ -180,11 +183,15 @@ impl<'a> Reader<'a> {
 
     /// "found 'x'" or "found the end of the file", for the character at
     /// `pos`; the walk only stops on ASCII bytes or at the start of a
-    /// character, so `pos` is always on a character boundary.
+    /// character, so `pos` is always on a character boundary. A character
+    /// that would be invisible or turn the terminal's text around is named
+    /// by its code point instead: a stray BOM, a zero-width space or a
+    /// right-to-left override are exactly what a person cannot see.
     fn found(&self, pos: usize) -> String {
         match self.text.get(pos..).and_then(|rest| rest.chars().next()) {
             None => "found the end of the file".to_string(),
-            Some(c) if c.is_control() => format!("found {}", c.escape_default()),
+            Some(c) if c.is_ascii_control() => format!("found {}", c.escape_default()),
+            Some(c) if c != ' ' && invisible(c) => format!("found U+{:04X}", c as u32),
             Some(c) => format!("found '{c}'"),
         }
     }
@@ -462,7 +469,16 @@ impl<'a> Reader<'a> {
         }
         let literal = &self.text[start..self.pos];
         if too_large(literal) {
-            return Err((start, "number too large".to_string()));
+            return Err((
+                start,
+                // A number literal is ASCII, so any cut is on a boundary.
+                match literal.get(..40) {
+                    Some(start) if literal.len() > 40 => {
+                        format!("number too large: {start}... (beyond about 1.8e308)")
+                    }
+                    _ => format!("number too large: {literal} (beyond about 1.8e308)"),
+                },
+            ));
         }
         Ok(Json::Number(literal.to_string()))
     }
@@ -495,11 +511,30 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// The 1-based line and character column of byte offset `pos`.
+/// Characters that print as nothing, as a space or as a change of
+/// direction (ASCII controls aside, which have short escapes).
+fn invisible(c: char) -> bool {
+    crate::log::is_control(c)
+        || c.is_whitespace()
+        || matches!(
+            c,
+            '\u{00ad}' | '\u{200b}'..='\u{200d}' | '\u{2060}' | '\u{feff}'
+        )
+}
+
+/// The 1-based line and character column of byte offset `pos`. Lines end
+/// where editors end them: at LF, CRLF, or a lone CR (old Mac files).
 fn line_and_column(text: &str, pos: usize) -> (usize, usize) {
     let before = text.get(..pos).unwrap_or(text);
-    let line = before.matches('\n').count() + 1;
-    let line_start = before.rfind('\n').map_or(0, |newline| newline + 1);
+    let mut line = 1;
+    let mut line_start = 0;
+    for (at, byte) in before.bytes().enumerate() {
+        let lone_cr = byte == b'\r' && text.as_bytes().get(at + 1) != Some(&b'\n');
+        if byte == b'\n' || lone_cr {
+            line += 1;
+            line_start = at + 1;
+        }
+    }
     let column = before[line_start..].chars().count() + 1;
     (line, column)
 }
@@ -644,7 +679,7 @@ mod tests {
         let broken = object(5000) + "x";
         assert_eq!(
             locate_error(&broken).map(|error| error.what),
-            Some("unexpected characters after the JSON value".to_string())
+            Some("unexpected characters after the JSON value, found 'x'".to_string())
         );
     }
 
@@ -856,8 +891,18 @@ mod tests {
                 "expected ',' or '}', found the end of the file",
             ),
             ("[", 1, 2, "expected a value, found the end of the file"),
-            ("{} {}", 1, 4, "unexpected characters after the JSON value"),
-            ("{}}", 1, 3, "unexpected characters after the JSON value"),
+            (
+                "{} {}",
+                1,
+                4,
+                "unexpected characters after the JSON value, found '{'",
+            ),
+            (
+                "{}}",
+                1,
+                3,
+                "unexpected characters after the JSON value, found '}'",
+            ),
             ("'a'", 1, 1, "expected a value, found '''"),
             ("{\"é\": ü}", 1, 7, "expected a value, found 'ü'"),
         ];
@@ -957,8 +1002,18 @@ mod tests {
     fn number_errors() {
         let cases = [
             ("01", 1, 1, "number with a leading zero"),
-            ("{\"x\": -1e400}", 1, 7, "number too large"),
-            ("[1000e306]", 1, 2, "number too large"),
+            (
+                "{\"x\": -1e400}",
+                1,
+                7,
+                "number too large: -1e400 (beyond about 1.8e308)",
+            ),
+            (
+                "[1000e306]",
+                1,
+                2,
+                "number too large: 1000e306 (beyond about 1.8e308)",
+            ),
             ("-", 1, 2, "expected a digit, found the end of the file"),
             ("-a", 1, 2, "expected a digit, found 'a'"),
             (
@@ -1011,6 +1066,46 @@ mod tests {
         assert_eq!(
             error("[\u{1}]"),
             (1, 2, "expected a value, found \\u{1}".into())
+        );
+        // A lone CR ends a line, as it does in an editor (old Mac files).
+        assert_eq!(
+            error("{\r\r  x}"),
+            (
+                3,
+                3,
+                "expected a string key in double quotes, found 'x'".into()
+            )
+        );
+    }
+
+    #[test]
+    fn invisible_and_bidi_characters_are_named_by_code_point() {
+        for (text, found) in [
+            ("{\u{202e} \"a\": 1}", "U+202E"),
+            ("{\u{2028}}", "U+2028"),
+            ("\u{feff}{}", "U+FEFF"),
+            ("{\u{200b}}", "U+200B"),
+            ("{\u{a0}}", "U+00A0"),
+            ("{}\u{0}", "\\u{0}"),
+            ("{“a”: 1}", "'“'"),
+        ] {
+            let what = error(text).2;
+            assert!(
+                what.ends_with(&format!("found {found}")),
+                "{text:?}: {what}"
+            );
+            assert!(
+                !what.chars().any(crate::log::is_control),
+                "{text:?}: {what}"
+            );
+        }
+        let long = format!("[1e{}]", "9".repeat(100));
+        assert_eq!(
+            error(&long).2,
+            format!(
+                "number too large: 1e{}... (beyond about 1.8e308)",
+                "9".repeat(38)
+            )
         );
     }
 

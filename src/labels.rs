@@ -213,6 +213,29 @@ impl Labeler {
         rest
     }
 
+    /// Two icons that make stripping lose part of a name: the first is the
+    /// second followed by a separator and more, say "🔴 !" and "🔴" with the
+    /// separator " ". A label "🔴 ! x" is then read as the icon "🔴 !" and
+    /// the name "x", though cowbell made it from "! x". No two built-in
+    /// icons are like that; custom icons and separators can be.
+    pub fn ambiguous_icons(&self) -> Option<(&str, &str)> {
+        let first = self.separator.chars().next().unwrap_or(' ');
+        for long in &self.strippable_icons {
+            for short in &self.strippable_icons {
+                let Some(rest) = long.strip_prefix(short.as_str()) else {
+                    continue;
+                };
+                if rest.starts_with(first) || rest.starts_with(' ') {
+                    return Some((
+                        long.trim_end_matches(EMOJI_PRESENTATION),
+                        short.trim_end_matches(EMOJI_PRESENTATION),
+                    ));
+                }
+            }
+        }
+        None
+    }
+
     #[cfg(test)]
     pub fn has_icon(&self, label: &str) -> bool {
         self.strip(label).len() != label.len()
@@ -574,15 +597,7 @@ pub mod tests {
     /// True when the labeler's icons meet the condition under which
     /// `strip(compose(i, b)) == strip(b)` holds (see `Labeler`).
     fn unambiguous(labeler: &Labeler) -> bool {
-        let Some(first) = labeler.separator.chars().next() else {
-            return true;
-        };
-        labeler.strippable_icons.iter().all(|long| {
-            labeler.strippable_icons.iter().all(|short| {
-                long.strip_prefix(short.as_str())
-                    .is_none_or(|rest| !rest.starts_with(first) && !rest.starts_with(' '))
-            })
-        })
+        labeler.ambiguous_icons().is_none()
     }
 
     #[test]
