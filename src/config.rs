@@ -253,10 +253,10 @@ pub fn parse(text: &str, file: &str) -> (Config, Vec<Problem>) {
         problems.push(Problem {
             severity: Severity::Warning,
             message: format!(
-                "{file}: \"icons\": {} starts with the icon {} and a separator, so a tab \
-                 name that starts like the rest of it loses that start when icons are \
-                 stripped; choose icons that do not start with another icon and a space \
-                 or the separator",
+                "{file}: \"icons\": {} starts with {}, another icon cowbell strips, then a \
+                 space or the separator's first character: some tab names would lose their \
+                 first characters when icons are stripped; choose icons that do not start \
+                 with another icon and a space or the separator",
                 quote_short(long),
                 quote_short(short)
             ),
@@ -719,14 +719,31 @@ mod tests {
         assert_eq!(config.icons[1].as_deref(), Some("🔴 !"), "still applies");
         assert_eq!(problems.len(), 1, "{problems:?}");
         assert!(
-            problems[0].starts_with("config.json: \"icons\": \"🔴 !\" starts with the icon \"🔴\""),
+            problems[0]
+                .starts_with("config.json: \"icons\": \"🔴 !\" starts with \"🔴\", another icon"),
             "{}",
             problems[0]
         );
-        // Also when only part of the separator follows the shorter icon.
-        let (_, problems) =
-            messages(r#"{"separator": "::", "icons": {"done": "a", "idle": "a:"}}"#);
-        assert_eq!(problems.len(), 1, "{problems:?}");
+        // Also when only part of the separator follows the shorter icon, or
+        // a space (the separator a person types) does; icons as configured.
+        for (text, pair) in [
+            (
+                r#"{"separator": "::", "icons": {"done": "a", "idle": "a:"}}"#,
+                r#""a:" starts with "a""#,
+            ),
+            (
+                r#"{"separator": "|", "icons": {"idle": "🔴 !"}}"#,
+                r#""🔴 !" starts with "🔴""#,
+            ),
+            (
+                r#"{"icons": {"done": "⚠️", "idle": "⚠️ !"}}"#,
+                r#""⚠️ !" starts with "⚠️""#,
+            ),
+        ] {
+            let (_, problems) = messages(text);
+            assert_eq!(problems.len(), 1, "{text}: {problems:?}");
+            assert!(problems[0].contains(pair), "{text}: {}", problems[0]);
+        }
         // Built-in icons never do, whatever the separator.
         for preset in labels::PRESETS {
             for separator in [" ", " | ", ": ", "|", "·", "] ", "> ", "  "] {

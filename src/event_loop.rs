@@ -1404,6 +1404,9 @@ fn describe_note(note: &Note) -> String {
             format!("{tab_id}: rename fight; leaving the tab alone for {seconds} s")
         }
         Note::Dropped { tab_id } => format!("{tab_id} closed: forgotten"),
+        Note::ListedTwice { tab_id } => {
+            format!("{tab_id} listed twice by herdr: its first entry counts")
+        }
     }
 }
 

@@ -511,14 +511,26 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// Characters that print as nothing, as a space or as a change of
-/// direction (ASCII controls aside, which have short escapes).
+/// Characters that print as nothing, as a space, as a change of direction
+/// or as a mark on the character before (ASCII controls aside, which have
+/// short escapes).
 fn invisible(c: char) -> bool {
     crate::log::is_control(c)
         || c.is_whitespace()
         || matches!(
             c,
-            '\u{00ad}' | '\u{200b}'..='\u{200d}' | '\u{2060}' | '\u{feff}'
+            '\u{00ad}'
+                | '\u{0300}'..='\u{036f}'
+                | '\u{115f}'
+                | '\u{1160}'
+                | '\u{180e}'
+                | '\u{200b}'..='\u{200d}'
+                | '\u{2060}'..='\u{2064}'
+                | '\u{3164}'
+                | '\u{fe00}'..='\u{fe0f}'
+                | '\u{feff}'
+                | '\u{ffa0}'
+                | '\u{e0000}'..='\u{e007f}'
         )
 }
 
@@ -1086,6 +1098,8 @@ mod tests {
             ("\u{feff}{}", "U+FEFF"),
             ("{\u{200b}}", "U+200B"),
             ("{\u{a0}}", "U+00A0"),
+            ("{\u{fe0f}}", "U+FE0F"),
+            ("{\u{301}}", "U+0301"),
             ("{}\u{0}", "\\u{0}"),
             ("{“a”: 1}", "'“'"),
         ] {

@@ -214,22 +214,31 @@ impl Labeler {
     }
 
     /// Two icons that make stripping lose part of a name: the first is the
-    /// second followed by a separator and more, say "🔴 !" and "🔴" with the
-    /// separator " ". A label "🔴 ! x" is then read as the icon "🔴 !" and
-    /// the name "x", though cowbell made it from "! x". No two built-in
-    /// icons are like that; custom icons and separators can be.
+    /// second followed by a space or the separator's first character, and
+    /// more; say "🔴 !" and "🔴" with the separator " ". A label "🔴 ! x" is
+    /// then read as the icon "🔴 !" and the name "x", though cowbell made it
+    /// from "! x". No two built-in icons are like that; custom icons and
+    /// separators can be. Icons come back as configured.
     pub fn ambiguous_icons(&self) -> Option<(&str, &str)> {
         let first = self.separator.chars().next().unwrap_or(' ');
-        for long in &self.strippable_icons {
-            for short in &self.strippable_icons {
-                let Some(rest) = long.strip_prefix(short.as_str()) else {
-                    continue;
-                };
-                if rest.starts_with(first) || rest.starts_with(' ') {
-                    return Some((
-                        long.trim_end_matches(EMOJI_PRESENTATION),
-                        short.trim_end_matches(EMOJI_PRESENTATION),
-                    ));
+        let known = PRESETS
+            .iter()
+            .flat_map(|preset| preset.icons.iter().copied())
+            .chain(self.icons.iter().map(String::as_str))
+            .chain(SPINNER_FRAMES.iter().copied())
+            .filter(|icon| !icon.trim_end_matches(EMOJI_PRESENTATION).is_empty());
+        let known: Vec<&str> = known.collect();
+        for &long in &known {
+            for &short in &known {
+                let bare = short.trim_end_matches(EMOJI_PRESENTATION);
+                let rests = [bare.to_string(), format!("{bare}{EMOJI_PRESENTATION}")]
+                    .map(|form| long.strip_prefix(form.as_str()).map(str::to_string));
+                if rests
+                    .iter()
+                    .flatten()
+                    .any(|rest| rest.starts_with([first, ' ']))
+                {
+                    return Some((long, short));
                 }
             }
         }

@@ -149,10 +149,25 @@ pub struct Rename {
 /// Something worth a line in the log.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Note {
-    NewBase { tab_id: String, base: String },
-    Fight { tab_id: String, recent: usize },
-    Cooldown { tab_id: String, seconds: u64 },
-    Dropped { tab_id: String },
+    NewBase {
+        tab_id: String,
+        base: String,
+    },
+    Fight {
+        tab_id: String,
+        recent: usize,
+    },
+    Cooldown {
+        tab_id: String,
+        seconds: u64,
+    },
+    Dropped {
+        tab_id: String,
+    },
+    /// herdr's list named the tab more than once; the first entry counted.
+    ListedTwice {
+        tab_id: String,
+    },
 }
 
 /// The outcome of one resync.
@@ -217,6 +232,24 @@ impl Tracker {
             }
             listed
         });
+        // herdr lists a tab once. Should a list name one twice, its first
+        // entry counts, as if the others were not there: a look back over
+        // the list, paid only when the sorted ids show a repeat.
+        let repeats = present.windows(2).any(|pair| pair[0] == pair[1]);
+        let listed: Vec<&Tab> = listed
+            .iter()
+            .enumerate()
+            .filter(|(at, tab)| {
+                let first = !repeats || listed[..*at].iter().all(|t| t.tab_id != tab.tab_id);
+                if !first {
+                    let tab_id = tab.tab_id.clone();
+                    plan.notes.push(Note::ListedTwice { tab_id });
+                }
+                first
+            })
+            .map(|(_, tab)| tab)
+            .collect();
+        // Records for new tabs, merged in at once (see `TabMap::add_new`).
         let new = listed
             .iter()
             .filter(|tab| self.tabs.get(&tab.tab_id).is_none())
@@ -518,6 +551,41 @@ mod tests {
             let tab = tabs.iter_mut().find(|t| t.tab_id == rename.tab_id).unwrap();
             tab.label = rename.label.clone();
             tracker.confirm(&rename.tab_id, &rename.label);
+        }
+    }
+
+    #[test]
+    fn a_tab_listed_twice_counts_once_by_its_first_entry() {
+        let s = settings();
+        let now = Instant::now();
+        let tabs = vec![
+            tab("w1:t4", 4, "web", Status::Blocked),
+            tab("w1:t5", 5, "api", Status::Done),
+            tab("w1:t4", 4, "4", Status::Done),
+        ];
+        let mut tracker = Tracker::default();
+        let plan = tracker.resync(&tabs, &s, now);
+        assert_eq!(renames(&plan), [("w1:t4", "🔴 web"), ("w1:t5", "🔵 api")]);
+        let tab_id = "w1:t4".to_string();
+        assert_eq!(plan.notes, [Note::ListedTwice { tab_id }]);
+        assert_eq!(tracker.tabs["w1:t4"].base, "web");
+    }
+
+    #[test]
+    fn a_new_tab_never_replaces_the_records_of_known_ones() {
+        let s = settings();
+        let now = Instant::now();
+        let mut tabs: Vec<Tab> = (1..=60)
+            .map(|i| tab(&format!("w1:t{i}"), i, &format!("n{i}"), Status::Blocked))
+            .collect();
+        let mut tracker = tracking(&mut tabs, &s, now);
+        tabs.push(tab("w1:t61", 61, "new", Status::Blocked));
+        let plan = tracker.resync(&tabs, &s, now);
+        assert_eq!(renames(&plan), [("w1:t61", "🔴 new")]);
+        for (tab_id, record) in tracker.tabs.iter() {
+            if tab_id != "w1:t61" {
+                assert!(record.written.is_some(), "{tab_id} replaced");
+            }
         }
     }
 
