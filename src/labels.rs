@@ -230,14 +230,13 @@ impl Labeler {
         let known: Vec<&str> = known.collect();
         for &long in &known {
             for &short in &known {
+                // Either form of the shorter icon, with or without U+FE0F.
                 let bare = short.trim_end_matches(EMOJI_PRESENTATION);
-                let rests = [bare.to_string(), format!("{bare}{EMOJI_PRESENTATION}")]
-                    .map(|form| long.strip_prefix(form.as_str()).map(str::to_string));
-                if rests
-                    .iter()
-                    .flatten()
-                    .any(|rest| rest.starts_with([first, ' ']))
-                {
+                let Some(rest) = long.strip_prefix(bare) else {
+                    continue;
+                };
+                let rest = rest.strip_prefix(EMOJI_PRESENTATION).unwrap_or(rest);
+                if rest.starts_with([first, ' ']) {
                     return Some((long, short));
                 }
             }
