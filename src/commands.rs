@@ -70,7 +70,9 @@ pub fn on(paths: &Paths) -> Result<u8, Error> {
     match start_daemon(paths, true, false)? {
         Started::Exited(code) => Ok(code),
         Started::Off(_) => {
-            complain!("cowbell: still off: another cowbell command held the lock; try again");
+            complain!(
+                "cowbell: still off: `cowbell off` finished at the same moment; run `cowbell on` again"
+            );
             Ok(1)
         }
         Started::Detached | Started::AlreadyRunning(_) => match list_tab_infos(paths) {

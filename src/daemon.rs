@@ -336,8 +336,10 @@ fn hand_over(paths: &Paths) -> io::Result<Result<Lock, Option<u32>>> {
         }
         if Instant::now() >= give_up {
             return Err(io::Error::other(match signalled {
+                // It carries on once it runs again: this process will be
+                // gone by then (see the event loop's SIGUSR1).
                 Some(_) => format!(
-                    "the old daemon did not hand over within {} s",
+                    "the old daemon did not hand over within {} s; it stays the daemon",
                     HANDOVER_WAIT.as_secs()
                 ),
                 // Nothing this process could signal: a cowbell command

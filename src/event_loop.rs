@@ -769,7 +769,16 @@ impl EventLoop {
                     self.log.line("SIGHUP: configuration reloaded");
                     self.open_debounce(now);
                 }
-                signals::Request::Handover => {
+                // A replacing start waits 5 s for the lock and then gives
+                // up; a daemon that was stopped (SIGSTOP, a frozen cgroup)
+                // meanwhile sees the request only when it runs again, and
+                // leaving then would leave no daemon at all.
+                signals::Request::Handover { from: Some(pid) } if !sys::is_alive(pid) => {
+                    self.log.line(&format!(
+                        "SIGUSR1 from pid {pid}, which has given up waiting: carrying on"
+                    ));
+                }
+                signals::Request::Handover { .. } => {
                     self.hand_over(now, "another cowbell daemon takes over")
                 }
                 signals::Request::StopAndRestore => self.begin_stop(now, "stop requested"),
@@ -1221,6 +1230,14 @@ impl EventLoop {
                 self.log.line(
                     "no herdr server: names cannot be restored now; state kept for remove-icons",
                 );
+                self.exit_code = Some(0);
+            }
+            Purpose::ListTabs { restore: true } if self.off => {
+                // `off` waits for this daemon and then gives the names back
+                // itself: more tries here would only hold it up (by 10 s
+                // against a herdr that does not answer).
+                self.log
+                    .line("restore: cannot list tabs; leaving the names to `off`");
                 self.exit_code = Some(0);
             }
             Purpose::ListTabs { restore: true } => {

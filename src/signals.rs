@@ -18,7 +18,8 @@ pub enum Request {
     /// SIGTERM or SIGINT: restore every tab name, then exit.
     StopAndRestore,
     /// SIGUSR1: another daemon takes over; exit without touching names.
-    Handover,
+    /// `from` is the process that asked (`daemon --replace`, `on`).
+    Handover { from: Option<u32> },
     /// SIGHUP: read the configuration again and resync.
     Reload,
     /// SIGUSR2 (`cowbell off`): restore every name, record that cowbell is
@@ -29,12 +30,14 @@ pub enum Request {
 const WATCHED: [(libc::c_int, Request); 5] = [
     (libc::SIGTERM, Request::StopAndRestore),
     (libc::SIGINT, Request::StopAndRestore),
-    (libc::SIGUSR1, Request::Handover),
+    (libc::SIGUSR1, Request::Handover { from: None }),
     (libc::SIGHUP, Request::Reload),
     (libc::SIGUSR2, Request::TurnOff),
 ];
 
 static PIPE_WRITE_FD: AtomicI32 = AtomicI32::new(-1);
+/// The pid that sent the last SIGUSR1.
+static HANDOVER_FROM: AtomicI32 = AtomicI32::new(0);
 static PENDING: [AtomicBool; WATCHED.len()] = [const { AtomicBool::new(false) }; WATCHED.len()];
 
 #[cfg(any(target_os = "linux", target_os = "android"))]
@@ -49,10 +52,19 @@ fn errno_location() -> *mut libc::c_int {
     unsafe { libc::__error() }
 }
 
-extern "C" fn on_signal(signal: libc::c_int) {
+extern "C" fn on_signal(
+    signal: libc::c_int,
+    info: *mut libc::siginfo_t,
+    _context: *mut libc::c_void,
+) {
     // SAFETY: reading and writing this thread's errno slot is
     // async-signal-safe; we put back what the interrupted code had.
     let saved_errno = unsafe { *errno_location() };
+    if signal == libc::SIGUSR1 && !info.is_null() {
+        // SAFETY: with SA_SIGINFO the kernel passes a valid siginfo_t, and
+        // a signal sent by kill(2) carries the sender's pid.
+        HANDOVER_FROM.store(unsafe { (*info).si_pid() }, Ordering::SeqCst);
+    }
     for (index, (watched, _)) in WATCHED.iter().enumerate() {
         if *watched == signal {
             PENDING[index].store(true, Ordering::SeqCst);
@@ -84,8 +96,10 @@ impl Signals {
         for (signal, _) in WATCHED {
             // SAFETY: sigaction is plain data; all-zero is a valid start.
             let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
-            action.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
-            action.sa_flags = libc::SA_RESTART;
+            action.sa_sigaction = on_signal
+                as extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void)
+                as libc::sighandler_t;
+            action.sa_flags = libc::SA_RESTART | libc::SA_SIGINFO;
             // SAFETY: the mask pointer is valid; on_signal only does
             // async-signal-safe work.
             unsafe {
@@ -131,7 +145,12 @@ impl Signals {
         let mut requests = Vec::new();
         for (index, (_, request)) in WATCHED.iter().enumerate() {
             if PENDING[index].swap(false, Ordering::SeqCst) && !requests.contains(request) {
-                requests.push(*request);
+                requests.push(match request {
+                    Request::Handover { .. } => Request::Handover {
+                        from: u32::try_from(HANDOVER_FROM.load(Ordering::SeqCst)).ok(),
+                    },
+                    other => *other,
+                });
             }
         }
         requests

@@ -302,6 +302,15 @@ pub fn close_inherited(keep: BorrowedFd<'_>) {
 }
 
 /// Sends `signal` to `pid`.
+/// Whether a process with this pid exists (signal 0 checks without
+/// sending). Pids 0 and 1 are not asked about and count as alive.
+pub fn is_alive(pid: u32) -> bool {
+    match kill(pid, 0) {
+        Ok(()) => true,
+        Err(error) => error.raw_os_error() != Some(libc::ESRCH),
+    }
+}
+
 pub fn kill(pid: u32, signal: libc::c_int) -> io::Result<()> {
     let pid = libc::pid_t::try_from(pid)
         .ok()

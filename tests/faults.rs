@@ -647,6 +647,68 @@ fn a_silent_server_times_requests_out_and_sigterm_still_ends_the_daemon() {
 }
 
 #[test]
+fn a_replace_that_gave_up_leaves_the_old_daemon_running() {
+    // A daemon stopped longer than `--replace` waits (SIGSTOP here; a
+    // frozen cgroup, a very slow fsync): the startup hook gives up, but its
+    // SIGUSR1 stays pending. Handing over to nobody once it runs again
+    // would leave cowbell on with no daemon.
+    let mut s = scene();
+    let pid = s.pid();
+    for (signaller, args) in [
+        ("startup hook", &["daemon", "--replace"][..]),
+        ("on", &["on"]),
+    ] {
+        cowbell::signal(pid, libc::SIGSTOP);
+        let gave_up = s.cb.run(args);
+        cowbell::signal(pid, libc::SIGCONT);
+        assert_eq!(
+            gave_up.status.code(),
+            Some(1),
+            "{signaller}: {}",
+            gave_up.stderr
+        );
+        assert!(
+            gave_up.stderr.contains("it stays the daemon"),
+            "{}",
+            gave_up.stderr
+        );
+        expect_log(&s.cb, "has given up waiting: carrying on", 2 * SECOND);
+        std::thread::sleep(SECOND);
+        assert_eq!(s.pid(), pid, "after the {signaller} gave up");
+        s.poke();
+        s.icons_within(CLEAR);
+    }
+    s.invariants();
+}
+
+#[test]
+fn off_against_a_server_that_does_not_answer_returns_within_seconds() {
+    // The daemon's restore tried its list for 10 s before it let `off`
+    // (which waits for it, then tries itself) go on: 12 s in all.
+    let s = scene();
+    s.cb.herdr.set_silent(true);
+    let started = Instant::now();
+    let off = s.cb.action("off");
+    let took = started.elapsed();
+    s.cb.herdr.set_silent(false);
+    assert!(
+        took < 2 * REQUEST_TIMEOUT + 2 * SECOND,
+        "off took {took:?}: {}\nlog:\n{}",
+        off.stderr,
+        log_tail(&s.cb, 20)
+    );
+    assert!(s.cb.daemons().is_empty());
+    assert!(
+        s.cb.state_json().contains("\"off\":true"),
+        "{}",
+        s.cb.state_json()
+    );
+    // The names are in state.json; the next start gives them back.
+    s.cb.startup();
+    s.names_back_within(CLEAR + REQUEST_TIMEOUT, "the startup hook after off");
+}
+
+#[test]
 fn a_server_whose_queue_is_full_cannot_hang_a_command() {
     // A hung herdr: it listens but never accepts, and its listen queue is
     // full, so a blocking connect would wait for ever.
