@@ -154,7 +154,7 @@ fn restore(paths: &Paths, tracker: &mut Tracker, every_tab: bool) -> Result<usiz
     let tabs = list_tabs(paths)?;
     let renames = tracker.restore_plan(&tabs, &labeler, every_tab, Instant::now());
     let mut restored = 0;
-    let unfinished = send_renames(paths, &renames, "restoring", |_| restored += 1);
+    let unfinished = send_renames(paths, &renames, "restoring", &mut |_| restored += 1);
     // Tabs cowbell did not track (remove-icons, or a lost state.json) that
     // still carry an icon are tracked from now on, so the next try (the
     // startup hook, another off) gives them their name.
@@ -167,7 +167,9 @@ fn restore(paths: &Paths, tracker: &mut Tracker, every_tab: bool) -> Result<usiz
         }
     }
     // Forget every tab whose name is back; keep the rest for the next try.
-    tracker.tabs.retain(|id, _| unfinished.tabs.contains(&id));
+    tracker
+        .tabs
+        .retain(&mut |id, _| unfinished.tabs.contains(&id));
     match unfinished.why {
         Some(why) => Err(Error::Herdr {
             what: "restoring tab names".into(),
@@ -209,7 +211,7 @@ pub fn sync(paths: &Paths) -> Result<u8, Error> {
     let tabs = list_tabs(paths)?;
     let plan = tracker.resync(&tabs, &settings, clock.mono);
     let mut applied = Vec::new();
-    let unfinished = send_renames(paths, &plan.renames, "renaming", |rename| {
+    let unfinished = send_renames(paths, &plan.renames, "renaming", &mut |rename| {
         applied.push(rename)
     });
     for rename in applied {
@@ -238,14 +240,15 @@ struct Unfinished<'a> {
 }
 
 /// Sends `renames` one by one, calling `applied` for each one herdr
-/// applied. Stops early when herdr does not answer one in time or the
+/// applied (a `dyn` closure: one copy of this function serves both
+/// callers). Stops early when herdr does not answer one in time or the
 /// budget is spent: those not sent are unfinished, like the ones herdr
 /// refused, so the caller keeps them for the next try.
 fn send_renames<'a>(
     paths: &Paths,
     renames: &'a [Rename],
     doing: &str,
-    mut applied: impl FnMut(&'a Rename),
+    applied: &mut dyn FnMut(&'a Rename),
 ) -> Unfinished<'a> {
     let give_up = Instant::now() + RENAMES_BUDGET;
     let mut unfinished = Unfinished {

@@ -376,14 +376,14 @@ fn run(paths: &Paths, mut lock: Lock, foreground: bool) -> u8 {
     let signals = match Signals::install() {
         Ok(signals) => signals,
         Err(error) => {
-            log.line(&format!("cannot install signal handlers: {error}"));
+            log.line_fmt(format_args!("cannot install signal handlers: {error}"));
             return 1;
         }
     };
     if let Err(error) = lock.write_pid() {
         // Without its pid nobody can stop or replace this daemon (off and
         // --replace signal the pid), so it must not run: the lock goes back.
-        log.line(&format!(
+        log.line_fmt(format_args!(
             "cannot write the pidfile {}: {error}; not starting",
             paths.pid_file().display()
         ));
@@ -392,7 +392,7 @@ fn run(paths: &Paths, mut lock: Lock, foreground: bool) -> u8 {
     let durations = Durations::from_env();
     let (code, lock) = EventLoop::new(paths.clone(), lock, log, signals, durations).run();
     if let Err(error) = lock.clear_pid() {
-        Log::open(paths.log_file()).line(&format!(
+        Log::open(paths.log_file()).line_fmt(format_args!(
             "cannot empty the pidfile {}: {error}",
             paths.pid_file().display()
         ));

@@ -19,7 +19,7 @@ use crate::config;
 use crate::daemon::{self, Holder, Lock};
 use crate::fights::Timing;
 use crate::files;
-use crate::herdr::{self, LineBuffer, Message, TabInfo};
+use crate::herdr::{self, LineBuffer, Message, PaneInfo, TabInfo};
 use crate::log::{Log, quote};
 use crate::paths::Paths;
 use crate::resync::{Note, Rename, Settings, Tab, Tracker};
@@ -318,7 +318,7 @@ impl EventLoop {
         let now_secs = clock.wall_ms / 1000;
         let (saved, warning) = state::load(&paths.state_file(), now_secs);
         if let Some(warning) = warning {
-            log.line(&format!("state: {warning}"));
+            log.line_fmt(format_args!("state: {warning}"));
         }
         let tracker = state::to_tracker(&saved, clock, &durations.fight_timing);
         EventLoop {
@@ -368,7 +368,7 @@ impl EventLoop {
     /// Runs until the daemon should exit; returns the exit code, and the
     /// lock for the caller to let go.
     pub fn run(mut self) -> (u8, Lock) {
-        self.log.line(&format!(
+        self.log.line_fmt(format_args!(
             "started: socket {}, state {}",
             self.paths.socket.display(),
             self.paths.server_dir.display()
@@ -384,7 +384,7 @@ impl EventLoop {
                 // directory, and names not given back must be on record.
                 self.last_saved = None;
                 self.save();
-                self.log.line(&format!("exit {code}"));
+                self.log.line_fmt(format_args!("exit {code}"));
                 return (code, self.lock);
             }
             self.start_queued(now);
@@ -398,7 +398,7 @@ impl EventLoop {
             let polled = sys::poll(&mut entries, timeout);
             now = Instant::now();
             if let Err(error) = polled {
-                self.log.line(&format!("poll failed: {error}"));
+                self.log.line_fmt(format_args!("poll failed: {error}"));
                 std::thread::sleep(Duration::from_millis(100));
                 continue;
             }
@@ -553,7 +553,7 @@ impl EventLoop {
             if now >= self.in_flight[index].deadline {
                 let pending = self.in_flight.swap_remove(index);
                 self.log
-                    .line(&format!("{} timed out", describe(&pending.purpose)));
+                    .line_fmt(format_args!("{} timed out", describe(&pending.purpose)));
                 self.request_failed(pending.purpose, now);
             }
         }
@@ -650,7 +650,7 @@ impl EventLoop {
             Ok(Holder::Daemon(None)) => self
                 .log
                 .line("the new pidfile is held by a command: locking it at the next resync"),
-            Err(error) => self.log.line(&format!(
+            Err(error) => self.log.line_fmt(format_args!(
                 "the pidfile was deleted or replaced, and cannot be made again: {error}"
             )),
         }
@@ -716,7 +716,7 @@ impl EventLoop {
     }
 
     fn connect_failed(&mut self, why: &str, now: Instant) {
-        self.log.line(&format!(
+        self.log.line_fmt(format_args!(
             "{why}; retrying in {} ms",
             // u64, not as_millis()'s u128: its formatting costs binary size.
             self.backoff.as_millis() as u64
@@ -747,14 +747,14 @@ impl EventLoop {
         self.resubscribe_deadline = None;
         self.save();
         if let Some(Stop::Restore { .. }) = self.stop {
-            self.log.line(&format!(
+            self.log.line_fmt(format_args!(
                 "{why}; cannot restore names without herdr; state kept for remove-icons"
             ));
             self.exit_code = Some(0);
             return;
         }
         if was_connected {
-            self.log.line(&format!("disconnected: {why}"));
+            self.log.line_fmt(format_args!("disconnected: {why}"));
             self.backoff = self.durations.backoff_first;
         }
         self.connect_failed(if was_connected { "reconnecting" } else { why }, now);
@@ -774,7 +774,7 @@ impl EventLoop {
                 // meanwhile sees the request only when it runs again, and
                 // leaving then would leave no daemon at all.
                 signals::Request::Handover { from: Some(pid) } if !sys::is_alive(pid) => {
-                    self.log.line(&format!(
+                    self.log.line_fmt(format_args!(
                         "SIGUSR1 from pid {pid}, which has given up waiting: carrying on"
                     ));
                 }
@@ -796,7 +796,7 @@ impl EventLoop {
     /// answered: another daemon runs this server now.
     fn hand_over(&mut self, now: Instant, why: &str) {
         self.log
-            .line(&format!("{why}; exiting without touching names"));
+            .line_fmt(format_args!("{why}; exiting without touching names"));
         self.stop = Some(Stop::Quiet {
             deadline: now + herdr::REQUEST_TIMEOUT,
         });
@@ -810,7 +810,8 @@ impl EventLoop {
         if self.stop.is_some() {
             return;
         }
-        self.log.line(&format!("{why}: restoring tab names"));
+        self.log
+            .line_fmt(format_args!("{why}: restoring tab names"));
         self.stop = Some(Stop::Restore {
             deadline: now + STOP_GRACE,
             listed: false,
@@ -888,7 +889,7 @@ impl EventLoop {
         self.status_backoff = self.durations.backoff_first;
         self.idle_exit_deadline = None;
         self.log
-            .line(&format!("connected to {}", self.paths.socket.display()));
+            .line_fmt(format_args!("connected to {}", self.paths.socket.display()));
         self.panes_wanted = true;
         self.plugin_check_deadline = Some(now + self.durations.heartbeat);
         self.begin_resync();
@@ -958,7 +959,7 @@ impl EventLoop {
                 Ok(Message::Error(error)) => {
                     // A pane closed between pane.list and the subscription.
                     self.log
-                        .line(&format!("status subscription refused: {error}"));
+                        .line_fmt(format_args!("status subscription refused: {error}"));
                 }
                 Ok(_) => {}
                 Err(malformed) => self.log.line(&malformed.0),
@@ -973,7 +974,7 @@ impl EventLoop {
         self.status = None;
         self.subscribed_panes = PaneSet::default();
         if self.connected && self.resubscribe_deadline.is_none() {
-            self.log.line(&format!(
+            self.log.line_fmt(format_args!(
                 "{why}; listing panes again in {} ms",
                 self.status_backoff.as_millis() as u64
             ));
@@ -1016,8 +1017,10 @@ impl EventLoop {
                     // and waiting for POLLOUT would cost a wake-up.
                     let mut unwritten = herdr::request_line(&id, method, params).into_bytes();
                     if let Err(error) = flush(&mut stream, &mut unwritten) {
-                        self.log
-                            .line(&format!("{}: write failed: {error}", describe(&purpose)));
+                        self.log.line_fmt(format_args!(
+                            "{}: write failed: {error}",
+                            describe(&purpose)
+                        ));
                         self.request_failed(purpose, now);
                         continue;
                     }
@@ -1030,8 +1033,10 @@ impl EventLoop {
                     });
                 }
                 Err(error) => {
-                    self.log
-                        .line(&format!("{}: cannot connect: {error}", describe(&purpose)));
+                    self.log.line_fmt(format_args!(
+                        "{}: cannot connect: {error}",
+                        describe(&purpose)
+                    ));
                     self.request_failed(purpose, now);
                 }
             }
@@ -1045,7 +1050,7 @@ impl EventLoop {
         if !pending.unwritten.is_empty() {
             if let Err(error) = flush(&mut pending.stream, &mut pending.unwritten) {
                 let pending = self.in_flight.swap_remove(index);
-                self.log.line(&format!(
+                self.log.line_fmt(format_args!(
                     "{}: write failed: {error}",
                     describe(&pending.purpose)
                 ));
@@ -1069,7 +1074,7 @@ impl EventLoop {
             Ok(message) => self.on_answer(pending.purpose, message, now),
             Err(why) => {
                 self.log
-                    .line(&format!("{}: {why}", describe(&pending.purpose)));
+                    .line_fmt(format_args!("{}: {why}", describe(&pending.purpose)));
                 self.request_failed(pending.purpose, now);
             }
         }
@@ -1079,7 +1084,7 @@ impl EventLoop {
         match (purpose, message) {
             (purpose, Message::Error(error)) => {
                 self.log
-                    .line(&format!("{}: herdr said {error}", describe(&purpose)));
+                    .line_fmt(format_args!("{}: herdr said {error}", describe(&purpose)));
                 self.request_failed(purpose, now);
             }
             (Purpose::ListTabs { restore: false }, Message::Tabs(_)) if self.stop.is_some() => {
@@ -1103,14 +1108,15 @@ impl EventLoop {
             ) => self.on_renamed(tab_id, label, restore, quiet, now),
             (Purpose::ListPanes, Message::Panes(panes)) => self.on_panes_listed(panes, now),
             (Purpose::ListPlugins, Message::Plugins(plugins)) => {
-                match plugins.iter().find(|(id, _)| *id == self.paths.plugin_id) {
-                    Some((_, true)) => {}
-                    Some((_, false)) => self.begin_stop(now, "the plugin was disabled"),
+                // A plugin herdr lists without `enabled` counts as enabled.
+                match plugins.iter().find(|p| p.plugin_id == self.paths.plugin_id) {
+                    Some(plugin) if plugin.enabled != Some(false) => {}
+                    Some(_) => self.begin_stop(now, "the plugin was disabled"),
                     None => self.begin_stop(now, "the plugin is no longer installed"),
                 }
             }
             (purpose, message) => {
-                self.log.line(&format!(
+                self.log.line_fmt(format_args!(
                     "{}: unexpected answer {}",
                     describe(&purpose),
                     message.kind()
@@ -1147,7 +1153,7 @@ impl EventLoop {
         // other line out of the log within minutes.
         self.resync_quiet = plan.only_frames();
         if !self.resync_quiet {
-            self.log.line(&format!(
+            self.log.line_fmt(format_args!(
                 "resync: {} tabs, {} to rename",
                 tabs.len(),
                 plan.renames.len()
@@ -1165,7 +1171,7 @@ impl EventLoop {
             .tracker
             .restore_plan(&tabs, &self.settings.labeler, false, now);
         self.log
-            .line(&format!("restore: {} tabs to rename", renames.len()));
+            .line_fmt(format_args!("restore: {} tabs to rename", renames.len()));
         self.restores_outstanding = renames.len();
         self.queue_renames(renames, true, false);
         self.maybe_finish_restore(now);
@@ -1182,14 +1188,14 @@ impl EventLoop {
     ) {
         if restore {
             self.log
-                .line(&format!("restored {tab_id} as {}", quote(&label)));
+                .line_fmt(format_args!("restored {tab_id} as {}", quote(&label)));
             self.tracker.tabs.remove(&tab_id);
             self.restores_outstanding = self.restores_outstanding.saturating_sub(1);
             self.maybe_finish_restore(now);
         } else {
             if !quiet {
                 self.log
-                    .line(&format!("renamed {tab_id} to {}", quote(&label)));
+                    .line_fmt(format_args!("renamed {tab_id} to {}", quote(&label)));
             }
             self.tracker.confirm(&tab_id, &label);
             self.rename_done(now);
@@ -1197,10 +1203,10 @@ impl EventLoop {
     }
 
     /// The pane list: subscribe to the status of exactly these panes.
-    fn on_panes_listed(&mut self, panes: Vec<String>, now: Instant) {
+    fn on_panes_listed(&mut self, panes: Vec<PaneInfo>, now: Instant) {
         // Sorted as &str, which the resync's present tabs also sort:
         // one sort in the binary rather than two.
-        let mut ids: Vec<&str> = panes.iter().map(String::as_str).collect();
+        let mut ids: Vec<&str> = panes.iter().map(|p| p.pane_id.as_str()).collect();
         ids.sort_unstable();
         let params = herdr::status_subscription(&ids);
         let set = PaneSet {
@@ -1327,13 +1333,13 @@ impl EventLoop {
         match Subscription::open(&self.paths.socket, params, now) {
             Ok(sub) => {
                 self.log
-                    .line(&format!("status subscription for {} panes", set.count));
+                    .line_fmt(format_args!("status subscription for {} panes", set.count));
                 self.status = Some(sub);
                 self.subscribed_panes = set;
             }
             Err(error) => {
                 self.log
-                    .line(&format!("status subscription: cannot connect: {error}"));
+                    .line_fmt(format_args!("status subscription: cannot connect: {error}"));
                 self.panes_wanted = true;
                 self.open_debounce(now);
             }
@@ -1367,7 +1373,7 @@ impl EventLoop {
         match saved {
             Err(error) if !self.save_failing => {
                 self.save_failing = true;
-                self.log.line(&format!(
+                self.log.line_fmt(format_args!(
                     "cannot save {}: {error}",
                     self.paths.state_file().display()
                 ));
@@ -1385,7 +1391,7 @@ impl EventLoop {
 fn load_settings(paths: &Paths, log: &mut Log, durations: &Durations) -> Settings {
     let loaded = config::load(&paths.config_file);
     for problem in &loaded.problems {
-        log.line(&format!("config: {}", problem.message));
+        log.line_fmt(format_args!("config: {}", problem.message));
     }
     Settings::from_config(&loaded.config, durations.fight_timing, durations.scale)
 }
@@ -1393,8 +1399,12 @@ fn load_settings(paths: &Paths, log: &mut Log, durations: &Durations) -> Setting
 /// A poll(2) timeout for `wait`, rounded up so a wait of 0.4 ms does not
 /// become a busy loop of zero-length polls.
 fn wait_millis(wait: Duration) -> libc::c_int {
-    let millis = wait.as_nanos().div_ceil(1_000_000);
-    millis.min(libc::c_int::MAX as u128) as libc::c_int
+    // In u64: a u128 division (`as_nanos`) costs binary size.
+    let millis = wait
+        .as_secs()
+        .saturating_mul(1000)
+        .saturating_add(u64::from(wait.subsec_nanos().div_ceil(1_000_000)));
+    millis.min(libc::c_int::MAX as u64) as libc::c_int
 }
 
 fn describe(purpose: &Purpose) -> String {

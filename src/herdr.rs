@@ -158,12 +158,12 @@ impl TabInfo {
     }
 }
 
-#[derive(Deserialize, Clone, Debug)]
+#[derive(Deserialize, Clone, Debug, PartialEq)]
 pub struct PaneInfo {
     pub pane_id: String,
 }
 
-#[derive(Deserialize, Clone, Debug)]
+#[derive(Deserialize, Clone, Debug, PartialEq)]
 pub struct PluginInfo {
     pub plugin_id: String,
     pub enabled: Option<bool>,
@@ -218,8 +218,8 @@ pub enum Message {
     Error(ErrorBody),
     SubscriptionStarted,
     Tabs(Vec<TabInfo>),
-    Panes(Vec<String>),
-    Plugins(Vec<(String, bool)>),
+    Panes(Vec<PaneInfo>),
+    Plugins(Vec<PluginInfo>),
     Renamed(TabInfo),
     /// Any other successful answer (`ok`, `pong`, `notification_show`...).
     Ok(String),
@@ -268,7 +268,7 @@ pub fn excerpt(bytes: &[u8]) -> String {
     }
     let text = String::from_utf8_lossy(&bytes[..end]);
     let mut text = text.into_owned();
-    text.retain(|c| !crate::log::is_control(c));
+    crate::log::remove_controls(&mut text);
     text
 }
 
@@ -292,22 +292,8 @@ pub fn parse_line(bytes: &[u8]) -> Result<Message, Malformed> {
     Ok(match kind.as_str() {
         "subscription_started" => Message::SubscriptionStarted,
         "tab_list" => Message::Tabs(result.tabs.ok_or_else(malformed)?),
-        "pane_list" => Message::Panes(
-            result
-                .panes
-                .ok_or_else(malformed)?
-                .into_iter()
-                .map(|p| p.pane_id)
-                .collect(),
-        ),
-        "plugin_list" => Message::Plugins(
-            result
-                .plugins
-                .ok_or_else(malformed)?
-                .into_iter()
-                .map(|p| (p.plugin_id, p.enabled.unwrap_or(true)))
-                .collect(),
-        ),
+        "pane_list" => Message::Panes(result.panes.ok_or_else(malformed)?),
+        "plugin_list" => Message::Plugins(result.plugins.ok_or_else(malformed)?),
         "tab_info" => Message::Renamed(result.tab.ok_or_else(malformed)?),
         _ => Message::Ok(kind),
     })

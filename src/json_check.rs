@@ -352,7 +352,7 @@ impl<'a> Reader<'a> {
                     } else {
                         format!(
                             "control character {} in a string, write it as an escape",
-                            self.found(self.pos).trim_start_matches("found ")
+                            char::from(byte).escape_default()
                         )
                     };
                     return Err((self.pos, what));

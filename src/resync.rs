@@ -224,7 +224,7 @@ impl Tracker {
         let mut present: Vec<&str> = listed.iter().map(|t| t.tab_id.as_str()).collect();
         present.sort_unstable();
         let notes = &mut plan.notes;
-        self.tabs.retain(|tab_id, _| {
+        self.tabs.retain(&mut |tab_id, _| {
             let listed = present.binary_search(&tab_id).is_ok();
             if !listed {
                 let tab_id = tab_id.to_string();
@@ -453,7 +453,7 @@ impl Tracker {
             }
         }
         self.tabs
-            .retain(|id, _| renames.iter().any(|r| r.tab_id == id));
+            .retain(&mut |id, _| renames.iter().any(|r| r.tab_id == id));
         renames
     }
 

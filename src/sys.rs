@@ -57,8 +57,18 @@ pub fn boot_id() -> Option<String> {
     }
     #[cfg(not(target_vendor = "apple"))]
     {
-        let text = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
-        Some(text.trim().to_string())
+        // 36 characters and a newline: one read into a buffer does, and
+        // costs 1 KiB less binary than `fs::read_to_string` (issue 2).
+        use std::io::Read;
+        let mut buffer = [0u8; 64];
+        let mut file = std::fs::File::open("/proc/sys/kernel/random/boot_id").ok()?;
+        let length = file.read(&mut buffer).ok()?;
+        Some(
+            std::str::from_utf8(&buffer[..length])
+                .ok()?
+                .trim()
+                .to_string(),
+        )
     }
 }
 
@@ -319,4 +329,13 @@ pub fn kill(pid: u32, signal: libc::c_int) -> io::Result<()> {
     // SAFETY: kill takes no pointers.
     cvt(unsafe { libc::kill(pid, signal) })?;
     Ok(())
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    #[test]
+    fn the_boot_id_is_the_kernels() {
+        let kernels = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
+        assert_eq!(super::boot_id().as_deref(), Some(kernels.trim()));
+    }
 }

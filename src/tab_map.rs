@@ -73,7 +73,8 @@ impl TabMap {
         Some(self.entries.remove(at).1)
     }
 
-    pub fn retain(&mut self, mut keep: impl FnMut(&str, &mut TabRecord) -> bool) {
+    /// `keep` is `dyn`: one copy of the loop serves every caller.
+    pub fn retain(&mut self, keep: &mut dyn FnMut(&str, &mut TabRecord) -> bool) {
         self.entries.retain_mut(|(id, record)| keep(id, record));
     }
 
@@ -179,7 +180,7 @@ mod tests {
         for id in ["w1:t4", "w1:t3", "w1:t2", "w1:t1"] {
             map.insert(id.to_string(), record(id));
         }
-        map.retain(|id, _| id != "w1:t2");
+        map.retain(&mut |id, _| id != "w1:t2");
         assert_eq!(map.keys().collect::<Vec<_>>(), ["w1:t1", "w1:t3", "w1:t4"]);
         assert_eq!(
             map.values().map(|r| r.base.as_str()).collect::<Vec<_>>(),
