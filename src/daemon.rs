@@ -324,8 +324,7 @@ fn hand_over(paths: &Paths) -> io::Result<Result<Lock, Option<u32>>> {
             Holder::Daemon(Some(pid)) if signalled.is_some_and(|old| old != pid) => {
                 return Ok(Err(Some(pid)));
             }
-            Holder::Daemon(Some(pid)) if signalled.is_none() => match sys::kill(pid, libc::SIGUSR1)
-            {
+            Holder::Daemon(Some(pid)) if signalled.is_none() => match sys::request_handover(pid) {
                 Ok(()) => signalled = Some(pid),
                 // It exited on its own (an idle exit, say): its lock is
                 // about to be free.

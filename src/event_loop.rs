@@ -227,7 +227,12 @@ enum Stop {
     /// are answered, or at `deadline`: a label sent but not yet confirmed
     /// lives only in memory, and the next daemon would take it for someone
     /// else's rename, a fight.
-    Quiet { deadline: Instant },
+    /// `from`: the cowbell process that asked, which must still be
+    /// there when the daemon leaves (see `on_signals`).
+    Quiet {
+        deadline: Instant,
+        from: Option<u32>,
+    },
 }
 
 /// Where the poll set's entries came from.
@@ -464,7 +469,7 @@ impl EventLoop {
 
     fn deadlines(&self) -> impl Iterator<Item = Instant> + '_ {
         let stop = match self.stop {
-            Some(Stop::Restore { deadline, .. } | Stop::Quiet { deadline }) => Some(deadline),
+            Some(Stop::Restore { deadline, .. } | Stop::Quiet { deadline, .. }) => Some(deadline),
             None => None,
         };
         [
@@ -498,13 +503,26 @@ impl EventLoop {
 
     fn fire_deadlines(&mut self, now: Instant) {
         let due = |slot: Option<Instant>| slot.is_some_and(|deadline| now >= deadline);
-        if let Some(Stop::Quiet { deadline }) = self.stop
+        if let Some(Stop::Quiet { deadline, from }) = self.stop
             && (now >= deadline
                 || !self
                     .in_flight
                     .iter()
                     .any(|p| matches!(p.purpose, Purpose::Rename { .. })))
         {
+            // A replacing start waits 5 s for the lock, then gives up. If
+            // this daemon was stopped meanwhile (SIGSTOP, a frozen cgroup,
+            // a slow fsync), leaving now would leave no daemon at all.
+            if let Some(pid) = from
+                && !sys::is_alive(pid)
+            {
+                self.log.line_fmt(format_args!(
+                    "the process that asked to take over (pid {pid}) has given up waiting: carrying on"
+                ));
+                self.stop = None;
+                self.open_debounce(now);
+                return;
+            }
             self.exit_code = Some(0);
             return;
         }
@@ -644,7 +662,7 @@ impl EventLoop {
                 self.save();
             }
             Ok(Holder::Daemon(Some(_))) => {
-                self.hand_over(now, "a daemon started since holds the new pidfile")
+                self.hand_over(now, "a daemon started since holds the new pidfile", None)
             }
             // A cowbell command holds it for a moment.
             Ok(Holder::Daemon(None)) => self
@@ -769,17 +787,8 @@ impl EventLoop {
                     self.log.line("SIGHUP: configuration reloaded");
                     self.open_debounce(now);
                 }
-                // A replacing start waits 5 s for the lock and then gives
-                // up; a daemon that was stopped (SIGSTOP, a frozen cgroup)
-                // meanwhile sees the request only when it runs again, and
-                // leaving then would leave no daemon at all.
-                signals::Request::Handover { from: Some(pid) } if !sys::is_alive(pid) => {
-                    self.log.line_fmt(format_args!(
-                        "SIGUSR1 from pid {pid}, which has given up waiting: carrying on"
-                    ));
-                }
-                signals::Request::Handover { .. } => {
-                    self.hand_over(now, "another cowbell daemon takes over")
+                signals::Request::Handover { from } => {
+                    self.hand_over(now, "another cowbell daemon takes over", from)
                 }
                 signals::Request::StopAndRestore => self.begin_stop(now, "stop requested"),
                 signals::Request::TurnOff => {
@@ -794,11 +803,12 @@ impl EventLoop {
 
     /// Exits without touching names, once the renames in flight are
     /// answered: another daemon runs this server now.
-    fn hand_over(&mut self, now: Instant, why: &str) {
+    fn hand_over(&mut self, now: Instant, why: &str, from: Option<u32>) {
         self.log
             .line_fmt(format_args!("{why}; exiting without touching names"));
         self.stop = Some(Stop::Quiet {
             deadline: now + herdr::REQUEST_TIMEOUT,
+            from,
         });
         self.queue.clear();
         self.debounce_deadline = None;

@@ -18,7 +18,8 @@ pub enum Request {
     /// SIGTERM or SIGINT: restore every tab name, then exit.
     StopAndRestore,
     /// SIGUSR1: another daemon takes over; exit without touching names.
-    /// `from` is the process that asked (`daemon --replace`, `on`).
+    /// `from` is the cowbell process that asked (`daemon --replace`,
+    /// `on`), when it can be told; `None` for a person's `kill -USR1`.
     Handover { from: Option<u32> },
     /// SIGHUP: read the configuration again and resync.
     Reload,
@@ -36,7 +37,7 @@ const WATCHED: [(libc::c_int, Request); 5] = [
 ];
 
 static PIPE_WRITE_FD: AtomicI32 = AtomicI32::new(-1);
-/// The pid that sent the last SIGUSR1.
+/// The cowbell process that asked for the last handover, or 0.
 static HANDOVER_FROM: AtomicI32 = AtomicI32::new(0);
 static PENDING: [AtomicBool; WATCHED.len()] = [const { AtomicBool::new(false) }; WATCHED.len()];
 
@@ -52,6 +53,27 @@ fn errno_location() -> *mut libc::c_int {
     unsafe { libc::__error() }
 }
 
+/// The pid of a cowbell process that queued this SIGUSR1 (see
+/// `sys::request_handover`); 0 for a plain `kill`, whose sender may well
+/// have exited at once and still meant it.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn handover_requester(info: *const libc::siginfo_t) -> libc::pid_t {
+    // SAFETY: with SA_SIGINFO the kernel passes a valid siginfo_t; a
+    // queued signal carries the sender's pid.
+    unsafe {
+        if (*info).si_code == libc::SI_QUEUE {
+            (*info).si_pid()
+        } else {
+            0
+        }
+    }
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn handover_requester(_info: *const libc::siginfo_t) -> libc::pid_t {
+    0
+}
+
 extern "C" fn on_signal(
     signal: libc::c_int,
     info: *mut libc::siginfo_t,
@@ -61,9 +83,7 @@ extern "C" fn on_signal(
     // async-signal-safe; we put back what the interrupted code had.
     let saved_errno = unsafe { *errno_location() };
     if signal == libc::SIGUSR1 && !info.is_null() {
-        // SAFETY: with SA_SIGINFO the kernel passes a valid siginfo_t, and
-        // a signal sent by kill(2) carries the sender's pid.
-        HANDOVER_FROM.store(unsafe { (*info).si_pid() }, Ordering::SeqCst);
+        HANDOVER_FROM.store(handover_requester(info), Ordering::SeqCst);
     }
     for (index, (watched, _)) in WATCHED.iter().enumerate() {
         if *watched == signal {
@@ -147,7 +167,9 @@ impl Signals {
             if PENDING[index].swap(false, Ordering::SeqCst) && !requests.contains(request) {
                 requests.push(match request {
                     Request::Handover { .. } => Request::Handover {
-                        from: u32::try_from(HANDOVER_FROM.load(Ordering::SeqCst)).ok(),
+                        from: u32::try_from(HANDOVER_FROM.load(Ordering::SeqCst))
+                            .ok()
+                            .filter(|pid| *pid > 0),
                     },
                     other => *other,
                 });

@@ -311,7 +311,30 @@ pub fn close_inherited(keep: BorrowedFd<'_>) {
     }
 }
 
-/// Sends `signal` to `pid`.
+/// Asks the daemon `pid` to hand over (SIGUSR1). On Linux the signal is
+/// queued, which marks it as cowbell's own request: the daemon then
+/// ignores it if this process has gone by the time it looks (a `--replace`
+/// that gave up), while a person's plain `kill -USR1` always counts.
+/// macOS has no sigqueue: there a stopped daemon still leaves once it runs.
+pub fn request_handover(pid: u32) -> io::Result<()> {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        let pid = libc::pid_t::try_from(pid)
+            .ok()
+            .filter(|pid| *pid > 1)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a process id"))?;
+        let value = libc::sigval {
+            sival_ptr: std::ptr::null_mut(),
+        };
+        // SAFETY: sigqueue takes no pointers it dereferences; the value is
+        // passed through as data.
+        cvt(unsafe { libc::sigqueue(pid, libc::SIGUSR1, value) })?;
+        Ok(())
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    kill(pid, libc::SIGUSR1)
+}
+
 /// Whether a process with this pid exists (signal 0 checks without
 /// sending). Pids 0 and 1 are not asked about and count as alive.
 pub fn is_alive(pid: u32) -> bool {
@@ -321,6 +344,7 @@ pub fn is_alive(pid: u32) -> bool {
     }
 }
 
+/// Sends `signal` to `pid`.
 pub fn kill(pid: u32, signal: libc::c_int) -> io::Result<()> {
     let pid = libc::pid_t::try_from(pid)
         .ok()

@@ -672,13 +672,36 @@ fn a_replace_that_gave_up_leaves_the_old_daemon_running() {
             "{}",
             gave_up.stderr
         );
-        expect_log(&s.cb, "has given up waiting: carrying on", 2 * SECOND);
+        expect_log(
+            &s.cb,
+            "has given up waiting: carrying on",
+            2 * SECOND + REQUEST_TIMEOUT,
+        );
         std::thread::sleep(SECOND);
         assert_eq!(s.pid(), pid, "after the {signaller} gave up");
         s.poke();
         s.icons_within(CLEAR);
     }
     s.invariants();
+}
+
+#[test]
+fn a_persons_kill_usr1_hands_over_even_when_the_sender_is_gone() {
+    // The check above is for cowbell's own requests only: `kill -USR1`
+    // from a process that exits at once (/bin/kill, pkill, a script)
+    // still means "exit without touching names".
+    let s = scene();
+    let pid = s.pid();
+    cowbell::signal(pid, libc::SIGSTOP);
+    let sent = Command::new("sh")
+        .args(["-c", &format!("kill -USR1 {pid}")])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    cowbell::signal(pid, libc::SIGCONT);
+    wait_exit(&s.cb, pid, 2 * SECOND + REQUEST_TIMEOUT);
+    // Without touching names: the icons are still there.
+    s.icons_within(SECOND);
 }
 
 #[test]
