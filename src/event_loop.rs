@@ -228,7 +228,7 @@ enum Stop {
     /// lives only in memory, and the next daemon would take it for someone
     /// else's rename, a fight.
     /// `from`: the cowbell process that asked, which must still be
-    /// there when the daemon leaves (see `on_signals`).
+    /// there when the daemon leaves (see `fire_deadlines`).
     Quiet {
         deadline: Instant,
         from: Option<u32>,
