@@ -519,8 +519,10 @@ impl EventLoop {
                 self.log.line_fmt(format_args!(
                     "the process that asked to take over (pid {pid}) has given up waiting: carrying on"
                 ));
+                // The handover dropped the queue mid-resync: start over as
+                // after a lost connection, which resets all of it.
                 self.stop = None;
-                self.open_debounce(now);
+                self.disconnected("carrying on after a handover that did not happen", now);
                 return;
             }
             self.exit_code = Some(0);
@@ -804,6 +806,12 @@ impl EventLoop {
     /// Exits without touching names, once the renames in flight are
     /// answered: another daemon runs this server now.
     fn hand_over(&mut self, now: Instant, why: &str, from: Option<u32>) {
+        // A restore asked for (SIGTERM, off) is the stronger request.
+        if let Some(Stop::Restore { .. }) = self.stop {
+            self.log
+                .line_fmt(format_args!("{why}; a restore is under way and goes on"));
+            return;
+        }
         self.log
             .line_fmt(format_args!("{why}; exiting without touching names"));
         self.stop = Some(Stop::Quiet {
@@ -815,9 +823,11 @@ impl EventLoop {
         self.spinner_deadline = None;
     }
 
-    /// Restores every name, then exits (signals, a disabled plugin).
+    /// Restores every name, then exits (signals, a disabled plugin). Also
+    /// during a handover: a SIGTERM or an `off` still means it, and the
+    /// new daemon finds the names given back (or cowbell off).
     fn begin_stop(&mut self, now: Instant, why: &str) {
-        if self.stop.is_some() {
+        if let Some(Stop::Restore { .. }) = self.stop {
             return;
         }
         self.log

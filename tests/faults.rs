@@ -686,6 +686,84 @@ fn a_replace_that_gave_up_leaves_the_old_daemon_running() {
 }
 
 #[test]
+fn a_sigterm_or_off_beside_a_handover_that_gave_up_is_not_lost() {
+    // A stopped daemon with a given-up `--replace`'s SIGUSR1 pending and a
+    // SIGTERM (or `off`'s SIGUSR2): the handover must not swallow the stop
+    // when the daemon then carries on.
+    for stop in ["SIGTERM", "off"] {
+        let s = scene();
+        let pid = s.pid();
+        cowbell::signal(pid, libc::SIGSTOP);
+        let gave_up = s.cb.run(&["daemon", "--replace"]);
+        assert_eq!(gave_up.status.code(), Some(1), "{}", gave_up.stderr);
+        if stop == "SIGTERM" {
+            cowbell::signal(pid, libc::SIGTERM);
+            cowbell::signal(pid, libc::SIGCONT);
+        } else {
+            // `off` waits for the stopped daemon, gives up, and leaves its
+            // SIGUSR2 pending too.
+            let _ = s.cb.action("off");
+            cowbell::signal(pid, libc::SIGCONT);
+        }
+        wait_exit(&s.cb, pid, 3 * SECOND + REQUEST_TIMEOUT);
+        s.names_back_within(SECOND, stop);
+    }
+}
+
+#[test]
+fn carrying_on_after_a_handover_with_renames_queued_still_resyncs() {
+    // More renames than go out at once (16): the handover drops the queued
+    // ones mid-resync. Carrying on must start over, not wait for them.
+    let cb = Cowbell::new();
+    let mut names = Names::new();
+    let mut panes = Vec::new();
+    for i in 0..20 {
+        let (_, pane) = names.tab(&cb, Some(&format!("t{i}")));
+        cb.herdr.set_status(&pane, "blocked");
+        panes.push(pane);
+    }
+    cb.startup();
+    let pid = cb.wait_for_daemon(2 * SECOND);
+    assert_icons(&cb, &names, 3 * SECOND);
+    cb.herdr.set_silent_method(Some("tab.rename"));
+    let before = requests(&cb, "tab.rename");
+    for pane in &panes {
+        cb.herdr.set_status(pane, "working");
+    }
+    assert!(cb.herdr.wait_until(3 * SECOND, |snap| {
+        snap.requests
+            .iter()
+            .filter(|r| r.method == "tab.rename")
+            .count()
+            >= before + 16
+    }));
+    // A `--replace` interrupted while it waits (Ctrl-C on `cowbell on`).
+    let mut requester = Command::new(bin())
+        .args(["daemon", "--replace"])
+        .env_clear()
+        .envs(cb.env("startup"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    expect_log(&cb, "another cowbell daemon takes over", SECOND);
+    requester.kill().unwrap();
+    requester.wait().unwrap();
+    expect_log(
+        &cb,
+        "has given up waiting: carrying on",
+        REQUEST_TIMEOUT + SECOND,
+    );
+    cb.herdr.set_silent_method(None);
+    assert_eq!(cb.daemon_pid(), Some(pid));
+    for pane in &panes {
+        cb.herdr.set_status(pane, "idle");
+    }
+    assert_icons(&cb, &names, CLEAR + REQUEST_TIMEOUT);
+}
+
+#[test]
 fn a_persons_kill_usr1_hands_over_even_when_the_sender_is_gone() {
     // The check above is for cowbell's own requests only: `kill -USR1`
     // from a process that exits at once (/bin/kill, pkill, a script)
