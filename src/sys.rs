@@ -1,9 +1,9 @@
 //! The system calls std does not offer, behind safe functions.
 //!
 //! Every `unsafe` block of cowbell except the signal handling (in
-//! `signals`) lives here: a
-//! non-blocking Unix socket connect, `poll(2)`, `flock(2)`, the pieces of
-//! detaching (fork, setsid, dup2) and `kill(2)`. Each returns `io::Result`,
+//! `signals`) lives here: a non-blocking Unix socket connect, `poll(2)`,
+//! `flock(2)`, the pieces of detaching (fork, setsid, dup2), `kill(2)` and
+//! `sigqueue(2)`, and the macOS flush and boot id. Each returns `io::Result`,
 //! with `cvt` turning `-1` into the `errno` error, and owns its fds as
 //! `OwnedFd` so nothing is closed twice or leaked across `exec`.
 
