@@ -515,23 +515,7 @@ impl<'a> Reader<'a> {
 /// or as a mark on the character before (ASCII controls aside, which have
 /// short escapes).
 fn invisible(c: char) -> bool {
-    crate::log::is_control(c)
-        || c.is_whitespace()
-        || matches!(
-            c,
-            '\u{00ad}'
-                | '\u{0300}'..='\u{036f}'
-                | '\u{115f}'
-                | '\u{1160}'
-                | '\u{180e}'
-                | '\u{200b}'..='\u{200d}'
-                | '\u{2060}'..='\u{2064}'
-                | '\u{3164}'
-                | '\u{fe00}'..='\u{fe0f}'
-                | '\u{feff}'
-                | '\u{ffa0}'
-                | '\u{e0000}'..='\u{e007f}'
-        )
+    crate::log::is_control(c) || c.is_whitespace() || crate::log::shows_nothing(c)
 }
 
 /// The 1-based line and character column of byte offset `pos`. Lines end

@@ -126,15 +126,40 @@ pub fn remove_controls(text: &mut String) {
     text.retain(|c| !is_control(c));
 }
 
+/// A character that shows nothing by itself: a mark on the character
+/// before it (a variation selector, a combining accent), a zero-width one,
+/// or a blank filler.
+pub fn shows_nothing(c: char) -> bool {
+    matches!(
+        c,
+        '\u{00ad}'
+            | '\u{0300}'..='\u{036f}'
+            | '\u{115f}'
+            | '\u{1160}'
+            | '\u{180e}'
+            | '\u{200b}'..='\u{200d}'
+            | '\u{2060}'..='\u{2064}'
+            | '\u{3164}'
+            | '\u{fe00}'..='\u{fe0f}'
+            | '\u{feff}'
+            | '\u{ffa0}'
+            | '\u{e0000}'..='\u{e007f}'
+    )
+}
+
 /// A string as it appears in messages: JSON-quoted, so control characters
 /// and quotes are visible (and without std's Debug machinery).
 pub fn quote(text: &str) -> String {
-    // JSON escapes only C0 controls: the others are escaped here.
+    // JSON escapes only C0 controls: the others are escaped here, and so is
+    // what shows nothing before the first character that shows (a lone
+    // U+FE0F would print as `""`); after it, a mark belongs to an emoji.
     let mut quoted = String::new();
+    let mut shown = false;
     for c in miniserde::json::to_string(text).chars() {
-        if is_control(c) {
+        if is_control(c) || (!shown && shows_nothing(c)) {
             quoted.push_str(&format!("\\u{:04x}", c as u32));
         } else {
+            shown |= c != '"' && !c.is_whitespace();
             quoted.push(c);
         }
     }
@@ -183,6 +208,16 @@ pub fn utc_timestamp(unix_secs: u64) -> String {
 mod tests {
     use super::*;
     use crate::files::tests::TempDir;
+
+    #[test]
+    fn quote_shows_what_would_print_as_nothing() {
+        assert_eq!(quote("\u{fe0f}"), r#""\ufe0f""#);
+        assert_eq!(quote(" \u{200b}x"), r#"" \u200bx""#);
+        assert_eq!(quote("a\u{202e}b\n"), r#""a\u202eb\n""#);
+        // A variation selector after an emoji is part of it.
+        assert_eq!(quote("\u{2764}\u{fe0f}"), "\"\u{2764}\u{fe0f}\"");
+        assert_eq!(quote(r#"say "hi""#), r#""say \"hi\"""#);
+    }
 
     #[test]
     fn timestamps_are_utc_calendar_dates() {
