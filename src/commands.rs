@@ -91,7 +91,7 @@ pub fn on(paths: &Paths) -> Result<u8, Error> {
 }
 
 pub fn off(paths: &Paths, every_tab: bool) -> Result<u8, Error> {
-    let lock = stop_daemon(paths)?;
+    let daemon::Stopped { lock, daemon_ran } = stop_daemon(paths)?;
     let (state, lost) = load_state(paths);
     let clock = Clock::now();
     let mut tracker = state::to_tracker(&state, clock, &Timing::REAL);
@@ -102,7 +102,13 @@ pub fn off(paths: &Paths, every_tab: bool) -> Result<u8, Error> {
     drop(lock);
     let n = restored?;
     let what = if every_tab { "icons removed" } else { "off" };
-    say!("cowbell: {what}; {n} tab names restored by this command");
+    match (daemon_ran, n) {
+        (false, n) => say!("cowbell: {what}; {n} tab names restored"),
+        (true, 0) => say!("cowbell: {what}; the daemon gave the names back"),
+        (true, n) => {
+            say!("cowbell: {what}; the daemon gave the names back, and this command {n} more")
+        }
+    }
     Ok(0)
 }
 
@@ -127,10 +133,10 @@ fn finish_restore(paths: &Paths, lock: Lock) -> Result<u8, Error> {
 
 /// Stops a running daemon, which restores names and records the off flag
 /// itself before it lets go of the lock (so no hook can start a new one in
-/// between), and returns the lock.
-fn stop_daemon(paths: &Paths) -> Result<Lock, Error> {
+/// between), and returns the lock with what it did.
+fn stop_daemon(paths: &Paths) -> Result<daemon::Stopped, Error> {
     match daemon::stop(paths).map_err(at_pidfile(paths, "stopping the daemon"))? {
-        Some(lock) => Ok(lock),
+        Some(stopped) => Ok(stopped),
         None => Err(Error::Io {
             what: "stopping the daemon".into(),
             source: std::io::Error::other(format!(

@@ -198,17 +198,29 @@ pub fn signal_daemon(paths: &Paths, signal: libc::c_int) -> io::Result<Reached> 
     }
 }
 
+/// What `stop` did: the lock, and whether a daemon was stopped (it gave
+/// the names back itself, as far as it could).
+pub struct Stopped {
+    pub lock: Lock,
+    pub daemon_ran: bool,
+}
+
 /// Stops the daemon (SIGUSR2: it restores the names, records the off flag
 /// and exits) and returns the lock; `None` if it is still held in the end.
 /// A lock found free is kept, not dropped and taken again, so no hook can
 /// start a daemon in between; a daemon a hook started anyway is stopped
 /// too.
-pub fn stop(paths: &Paths) -> io::Result<Option<Lock>> {
+pub fn stop(paths: &Paths) -> io::Result<Option<Stopped>> {
     let mut signalled = None;
     let mut give_up = Instant::now() + HANDOVER_WAIT;
     loop {
         match try_lock_confirmed(paths)? {
-            Holder::Free(lock) => return Ok(Some(lock)),
+            Holder::Free(lock) => {
+                return Ok(Some(Stopped {
+                    lock,
+                    daemon_ran: signalled.is_some(),
+                }));
+            }
             Holder::Daemon(Some(pid)) if signalled != Some(pid) => {
                 match sys::kill(pid, libc::SIGUSR2) {
                     Ok(()) => {

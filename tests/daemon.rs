@@ -594,6 +594,10 @@ fn off_restores_every_name() {
     assert_names_restored(|cb| {
         let outcome = cb.action("off");
         assert!(outcome.status.success(), "{}", outcome.stderr);
+        assert_eq!(
+            outcome.stdout.trim(),
+            "cowbell: off; the daemon gave the names back"
+        );
     });
 }
 
@@ -717,6 +721,10 @@ fn remove_icons_works_without_a_daemon_and_cleans_up_after_a_crash() {
     assert_eq!(cb.herdr.label(&tabs[0].0), "api");
     assert_eq!(cb.herdr.label(&tabs[1].0), "docs");
     assert_eq!(cb.herdr.label(&stray), "stray");
+    assert_eq!(
+        outcome.stdout.trim(),
+        "cowbell: icons removed; 3 tab names restored"
+    );
 }
 
 #[test]
