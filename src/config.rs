@@ -590,12 +590,12 @@ mod tests {
             ),
             (
                 r#"{"separator": "\ufe0f "}"#,
-                "config.json: \"separator\": found \"\u{fe0f} \", allowed: a non-empty string \
+                "config.json: \"separator\": found \"\\ufe0f \", allowed: a non-empty string \
                  without control characters or newlines, not starting with U+FE0F",
             ),
             (
                 r#"{"icons": {"done": "\ufe0f"}}"#,
-                "config.json: \"icons\".\"done\": found \"\u{fe0f}\", allowed: a string without \
+                "config.json: \"icons\".\"done\": found \"\\ufe0f\", allowed: a string without \
                  control characters or newlines, not U+FE0F alone (\"\" for no icon)",
             ),
             (
