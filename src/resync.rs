@@ -289,7 +289,7 @@ impl Tracker {
                 }
             } else {
                 // Someone else named the tab: their name is the new base.
-                record.base = labeler.strip(&tab.label).to_string();
+                record.base = foreign_base(record, &tab.label, labeler);
                 record.auto_named = false;
                 record.forget_own_labels();
                 plan.notes.push(Note::NewBase {
@@ -362,14 +362,22 @@ impl Tracker {
         let Some(record) = self.tabs.get_mut(tab_id) else {
             return false;
         };
-        let pending = record.sent.iter_mut().find(|sent| {
+        let pending = record.sent.iter().position(|sent| {
             !sent.echoed
                 && sent.label == label
                 && now.saturating_duration_since(sent.at) <= ECHO_MEMORY
         });
         match pending {
-            Some(sent) => {
-                sent.echoed = true;
+            Some(i) => {
+                record.sent[i].echoed = true;
+                // The echo of the newest label says herdr applied it, as
+                // its answer would have: an answer lost to a timeout or a
+                // dropped connection must not leave the tab seen with its
+                // old label, or a renamer that puts that label back is
+                // never caught fighting.
+                if i + 1 == record.sent.len() {
+                    self.confirm(tab_id, label);
+                }
                 true
             }
             None => is_own_spinner_frame(label, &record.base, settings),
@@ -418,8 +426,10 @@ impl Tracker {
 
     /// The renames that give every tab its own name back. A label still
     /// equal to cowbell's last write goes back to the base (the position for
-    /// an auto-named tab); a label someone else set since keeps their name,
-    /// stripped of a leading icon. With `every_tab`, tabs cowbell does not
+    /// an auto-named tab); a label someone else set since keeps their name:
+    /// the base cowbell took from it, if it has seen that label (a mark put
+    /// in front of cowbell's label leaves the icon inside it), else the
+    /// label stripped of a leading icon. With `every_tab`, tabs cowbell does not
     /// track lose a leading icon too (remove-icons cleans up after a crash).
     /// The tabs that need no rename (gone, or showing their own name) are
     /// done and forgotten; the others stay until herdr confirms theirs.
@@ -439,6 +449,7 @@ impl Tracker {
                     match (ours, record.auto_named) {
                         (true, true) => tab.number.to_string(),
                         (true, false) => record.base.clone(),
+                        (false, false) if tab.label == record.seen => record.base.clone(),
                         (false, _) => labeler.strip(&tab.label).to_string(),
                     }
                 }
@@ -501,6 +512,25 @@ fn is_own_spinner_frame(label: &str, base: &str, settings: &Settings) -> bool {
 
 fn is_spinner_frame(label: &str, base: &str, labeler: &Labeler) -> bool {
     (0..SPINNER_FRAMES.len()).any(|frame| labeler.spinner_label(frame, base) == label)
+}
+
+/// The base a foreign label gives. A renamer that put its own text in
+/// front of cowbell's label ("★ 🔴 api") wrapped the old name: the icon in
+/// the middle is cowbell's, and the base is the text and the old base
+/// ("★ api"), or icons would pile up inside the name with every exchange.
+fn foreign_base(record: &TabRecord, label: &str, labeler: &Labeler) -> String {
+    let wrapped = record
+        .written
+        .as_deref()
+        .filter(|written| *written != record.base)
+        .and_then(|written| label.strip_suffix(written))
+        .filter(|prefix| !prefix.is_empty());
+    match wrapped {
+        Some(prefix) => labeler
+            .strip(&format!("{prefix}{}", record.base))
+            .to_string(),
+        None => labeler.strip(label).to_string(),
+    }
 }
 
 fn wanted_label(record: &TabRecord, settings: &Settings, spinner_frame: usize) -> String {
@@ -1060,5 +1090,76 @@ mod tests {
         tabs[2].status = Status::Idle;
         tracker.resync(&tabs, &s, now);
         assert!(!tracker.spinning(&s, now));
+    }
+
+    /// herdr applies cowbell's renames but the answers are lost (a timeout,
+    /// a connection dropped before the answer): only the echoes say so. An
+    /// icon stripper puts the old label back 50 ms after each.
+    #[test]
+    fn an_echo_stands_in_for_a_lost_answer_so_a_stripper_is_caught() {
+        let s = settings();
+        let mut tracker = Tracker::default();
+        let mut tabs = vec![tab("w1:t1", 1, "api", Status::Blocked)];
+        let mut now = Instant::now();
+        let mut renames = 0;
+        for _ in 0..20 {
+            let plan = tracker.resync(&tabs, &s, now);
+            renames += plan.renames.len();
+            for rename in &plan.renames {
+                tabs[0].label = rename.label.clone();
+                assert!(tracker.take_echo(&rename.tab_id, &rename.label, now, &s));
+            }
+            now += Duration::from_millis(50);
+            tabs[0].label = "api".into();
+            now += Duration::from_secs(1);
+        }
+        let fight = &tracker.tabs["w1:t1"].fight;
+        assert!(fight.cooling_down(now), "{renames} renames: {fight:?}");
+        assert_eq!(renames, 3);
+    }
+
+    #[test]
+    fn a_late_echo_of_an_older_label_is_no_answer() {
+        let s = settings();
+        let mut tracker = Tracker::default();
+        let mut tabs = vec![tab("w1:t1", 1, "api", Status::Blocked)];
+        let now = Instant::now();
+        tracker.resync(&tabs, &s, now);
+        tabs[0].status = Status::Working;
+        tracker.resync(&tabs, &s, now);
+        // "🟡 api" is the newest; the echo of "🔴 api" comes late.
+        assert!(tracker.take_echo("w1:t1", "🔴 api", now, &s));
+        assert_eq!(tracker.tabs["w1:t1"].seen, "api");
+        assert!(tracker.take_echo("w1:t1", "🟡 api", now, &s));
+        assert_eq!(tracker.tabs["w1:t1"].seen, "🟡 api");
+        assert_eq!(tracker.tabs["w1:t1"].written.as_deref(), Some("🟡 api"));
+    }
+
+    /// A renamer that puts its mark in front of whatever the tab shows
+    /// wraps cowbell's label; the icon inside is cowbell's, not the name's.
+    #[test]
+    fn a_mark_put_in_front_of_cowbells_label_keeps_the_icon_out_of_the_base() {
+        let s = settings();
+        let mut tracker = Tracker::default();
+        let mut tabs = vec![tab("w1:t1", 1, "api", Status::Blocked)];
+        let now = Instant::now();
+        for expected in ["★ api", "★ ★ api"] {
+            let plan = tracker.resync(&tabs, &s, now);
+            let label = plan.renames[0].label.clone();
+            tracker.confirm("w1:t1", &label);
+            tabs[0].label = format!("★ {label}");
+            tracker.resync(&tabs, &s, now);
+            assert_eq!(tracker.tabs["w1:t1"].base, expected);
+        }
+        // Turned off in a cool-down, with the rival's label on the tab.
+        let renames = tracker.restore_plan(&tabs, &s.labeler, false, now);
+        assert_eq!(renames[0].label, "★ ★ api");
+        // A name that merely ends like the label is a name (no icon in it).
+        let mut tracker = Tracker::default();
+        let mut tabs = vec![tab("w1:t1", 1, "api", Status::Idle)];
+        tracker.resync(&tabs, &s, now);
+        tabs[0].label = "my api".into();
+        tracker.resync(&tabs, &s, now);
+        assert_eq!(tracker.tabs["w1:t1"].base, "my api");
     }
 }

@@ -301,6 +301,11 @@ impl Clock {
 pub fn to_tracker(state: &State, clock: Clock, timing: &Timing) -> Tracker {
     let mut tracker = Tracker::default();
     for (tab_id, entry) in &state.tabs {
+        // A cool-down lasts no longer than it did when it started, which a
+        // wall clock stepped back would otherwise stretch.
+        let longest = entry.last_cooldown_ms.map_or(timing.max_cooldown, |ms| {
+            Duration::from_millis(ms).min(timing.max_cooldown)
+        });
         let fight = FightRecord {
             last_own_rename: entry.last_own_rename_ms.and_then(|ms| clock.past(ms)),
             fights: entry
@@ -310,13 +315,12 @@ pub fn to_tracker(state: &State, clock: Clock, timing: &Timing) -> Tracker {
                 .collect(),
             cooldown_until: entry
                 .cooldown_until_ms
-                .and_then(|ms| clock.future(ms, timing.max_cooldown)),
-            last_cooldown: match (entry.last_cooldown_end_ms, entry.last_cooldown_ms) {
-                (Some(end), Some(length)) => clock
-                    .future(end, timing.max_cooldown)
-                    .map(|end| (end, Duration::from_millis(length).min(timing.max_cooldown))),
-                _ => None,
-            },
+                .and_then(|ms| clock.future(ms, longest)),
+            last_cooldown: entry
+                .last_cooldown_end_ms
+                .filter(|_| entry.last_cooldown_ms.is_some())
+                .and_then(|end| clock.future(end, longest))
+                .map(|end| (end, longest)),
             level: entry.cooldown_level.min(16),
             total: entry.fights_total,
         };
@@ -674,5 +678,30 @@ mod tests {
         let state = decode(text).unwrap();
         let tracker = to_tracker(&state, Clock::now(), &Timing::REAL);
         assert_eq!(tracker.tabs["w1:t1"].seen, "🔴 api");
+    }
+
+    #[test]
+    fn a_cooldown_read_back_lasts_no_longer_than_it_did() {
+        let before = Clock::now();
+        let mut tracker = Tracker::default();
+        let mut record = TabRecord {
+            base: "api".into(),
+            seen: "api".into(),
+            ..TabRecord::default()
+        };
+        let until = before.mono + Duration::from_secs(60);
+        record.fight.cooldown_until = Some(until);
+        record.fight.last_cooldown = Some((until, Duration::from_secs(60)));
+        tracker.tabs.insert("w1:t1".into(), record);
+        let state = from_tracker(&tracker, false, before);
+        // The wall clock stepped back an hour; a process reads it 1 s later.
+        let jumped = Clock {
+            mono: before.mono + Duration::from_secs(1),
+            wall_ms: before.wall_ms + 1000 - 3_600_000,
+        };
+        let fight = &to_tracker(&state, jumped, &Timing::REAL).tabs["w1:t1"].fight;
+        let left = fight.cooldown_until.unwrap().duration_since(jumped.mono);
+        assert!(left <= Duration::from_secs(60), "{left:?} left");
+        assert_eq!(fight.last_cooldown.unwrap().1, Duration::from_secs(60));
     }
 }
