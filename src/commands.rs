@@ -96,8 +96,11 @@ pub fn off(paths: &Paths, every_tab: bool) -> Result<u8, Error> {
     let clock = Clock::now();
     let mut tracker = state::to_tracker(&state, clock, &Timing::REAL);
     // With the remembered names lost, taking the icons off every tab is the
-    // nearest thing to giving the names back.
-    let restored = restore(paths, &mut tracker, every_tab || lost);
+    // nearest thing to giving the names back. So it is when cowbell was on
+    // but no daemon ran: one that was killed (or a killed `sync`) may have
+    // put icons on tabs it had not saved yet.
+    let crashed = !daemon_ran && !state.off;
+    let restored = restore(paths, &mut tracker, every_tab || lost || crashed);
     write_state(paths, &tracker, true, clock)?;
     drop(lock);
     let n = restored?;

@@ -134,11 +134,12 @@ fn read_regular(path: &Path, cap: u64, flags: libc::c_int) -> io::Result<Option<
 
 /// Replaces `path` with `bytes`: temp file in the same directory, 0600,
 /// `sync_file`, `rename`. A symlink at `path` is replaced, not followed.
+/// The caller is the only writer (it holds the pidfile lock), so the temp
+/// file has one name, and the next save clears what a killed one left.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
-    let temp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
-    // A leftover of a crashed process that had our pid would make
-    // `create_new` fail on every save.
+    let temp = path.with_file_name(format!(".{name}.tmp"));
+    // A leftover of a killed writer would make `create_new` fail.
     let _ = fs::remove_file(&temp);
     let result = (|| {
         let mut file = OpenOptions::new()
@@ -196,9 +197,10 @@ pub mod tests {
         let file = dir.join("f");
         write_atomically(&file, b"one").unwrap();
         // A temp file left by a crash does not block the next save.
-        fs::write(dir.join(format!(".f.tmp-{}", std::process::id())), b"stale").unwrap();
+        fs::write(dir.join(".f.tmp"), b"stale").unwrap();
         write_atomically(&file, b"two").unwrap();
         assert_eq!(fs::read(&file).unwrap(), b"two");
+        assert!(!dir.join(".f.tmp").exists());
         assert_eq!(
             fs::metadata(&file).unwrap().permissions().mode() & 0o777,
             0o600

@@ -2239,7 +2239,7 @@ fn files_are_private_and_nothing_is_written_outside_the_server_directory() {
         assert!(meta.is_file(), "{name} is not a regular file");
         assert_eq!(meta.mode() & 0o777, 0o600, "{name} is not 0600");
         // A save in progress has its temp file beside state.json.
-        if !name.starts_with(".state.json.tmp-") {
+        if name != ".state.json.tmp" {
             seen.push(name);
         }
     }
@@ -2398,4 +2398,59 @@ fn hostile_tab_names_get_one_icon_and_come_back_intact() {
     }
     assert_icons(&cb, &names, CLEAR + SECOND);
     assert_invariants(&cb, &names);
+}
+
+/// A `sync` killed between its renames and its save put an icon on a tab
+/// state.json does not know: `off` must take it off all the same.
+#[test]
+fn off_after_a_sync_killed_before_its_save_takes_the_icons_off() {
+    let cb = Cowbell::new();
+    let (api, api_pane) = cb.tab(Some("api"));
+    let (docs, docs_pane) = cb.tab(Some("docs"));
+    cb.herdr.set_status(&api_pane, "blocked");
+    cb.herdr.set_status(&docs_pane, "blocked");
+    // Each answer takes 600 ms: the list, api's rename, docs' rename.
+    cb.herdr.set_response_delay(Duration::from_millis(600));
+    let mut sync = launched(&cb, &["sync"], "action").spawn().unwrap();
+    cb.expect_label(&api, "🔴 api", 3 * SECOND);
+    assert!(sync.try_wait().unwrap().is_none(), "sync finished early");
+    sync.kill().unwrap();
+    sync.wait().unwrap();
+    cb.herdr.set_response_delay(Duration::ZERO);
+    assert!(!cb.state_json().contains("\"api\""), "{}", cb.state_json());
+    let off = cb.action("off");
+    assert!(off.status.success(), "{}", off.stderr);
+    assert_eq!(cb.herdr.label(&api), "api", "off said: {}", off.stdout);
+    assert_eq!(cb.herdr.label(&docs), "docs");
+}
+
+/// The daemon saves once every rename of a resync is answered; killed
+/// before, with a slow herdr, its first 16 renames are in no state.json.
+#[test]
+fn off_after_a_daemon_killed_before_its_first_save_takes_the_icons_off() {
+    let cb = Cowbell::new();
+    let mut tabs = Vec::new();
+    for i in 0..17 {
+        let (tab, pane) = cb.tab(Some(&format!("tab{i}")));
+        cb.herdr.set_status(&pane, "blocked");
+        tabs.push(tab);
+    }
+    cb.herdr.set_response_delay(Duration::from_millis(700));
+    cb.startup();
+    let pid = cb.wait_for_daemon(2 * SECOND);
+    // 16 renames land together; the 17th is 700 ms behind them.
+    cb.expect_label(&tabs[0], "🔴 tab0", 5 * SECOND);
+    std::thread::sleep(Duration::from_millis(100));
+    cowbell::signal(pid, libc::SIGKILL);
+    assert!(cowbell::wait_dead(pid, 2 * SECOND));
+    cb.herdr.set_response_delay(Duration::ZERO);
+    assert!(!cb.state_json().contains("tab0"), "{}", cb.state_json());
+    let off = cb.action("off");
+    assert!(off.status.success(), "{}", off.stderr);
+    let left: Vec<String> = tabs
+        .iter()
+        .map(|tab| cb.herdr.label(tab))
+        .filter(|label| label.starts_with('🔴'))
+        .collect();
+    assert!(left.is_empty(), "off left {left:?}; it said {}", off.stdout);
 }
