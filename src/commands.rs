@@ -96,16 +96,15 @@ pub fn off(paths: &Paths, every_tab: bool) -> Result<u8, Error> {
     let clock = Clock::now();
     let mut tracker = state::to_tracker(&state, clock, &Timing::REAL);
     // With the remembered names lost, taking the icons off every tab is the
-    // nearest thing to giving the names back. So it is when cowbell was on
-    // but no daemon ran: one that was killed (or a killed `sync`) may have
-    // put icons on tabs it had not saved yet.
-    let crashed = !daemon_ran && !state.off;
-    let restored = restore(paths, &mut tracker, every_tab || lost || crashed);
+    // nearest thing to giving the names back.
+    let restored = restore(paths, &mut tracker, every_tab || lost);
+    // What a daemon could not give back, it left in state.json.
+    let daemon_restored = daemon_ran && state.tabs.is_empty();
     write_state(paths, &tracker, true, clock)?;
     drop(lock);
     let n = restored?;
     let what = if every_tab { "icons removed" } else { "off" };
-    match (daemon_ran, n) {
+    match (daemon_restored, n) {
         (false, n) => say!("cowbell: {what}; {n} tab names restored"),
         (true, 0) => say!("cowbell: {what}; the daemon gave the names back"),
         (true, n) => {
@@ -219,6 +218,10 @@ pub fn sync(paths: &Paths) -> Result<u8, Error> {
     let mut tracker = state::to_tracker(&state, clock, &settings.timing);
     let tabs = list_tabs(paths)?;
     let plan = tracker.resync(&tabs, &settings, clock.mono);
+    // As the daemon does: new tabs are known before their icons go on.
+    if plan.new_tabs > 0 && !plan.renames.is_empty() {
+        write_state(paths, &tracker, false, clock)?;
+    }
     let mut applied = Vec::new();
     let unfinished = send_renames(paths, &plan.renames, "renaming", &mut |rename| {
         applied.push(rename)

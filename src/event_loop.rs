@@ -574,6 +574,7 @@ impl EventLoop {
                 let pending = self.in_flight.swap_remove(index);
                 self.log
                     .line_fmt(format_args!("{} timed out", describe(&pending.purpose)));
+                self.answer_lost(&pending.purpose);
                 self.request_failed(pending.purpose, now);
             }
         }
@@ -1095,6 +1096,7 @@ impl EventLoop {
             Err(why) => {
                 self.log
                     .line_fmt(format_args!("{}: {why}", describe(&pending.purpose)));
+                self.answer_lost(&pending.purpose);
                 self.request_failed(pending.purpose, now);
             }
         }
@@ -1179,6 +1181,12 @@ impl EventLoop {
                 plan.renames.len()
             ));
         }
+        // New tabs are saved before their renames go out: killed in
+        // between, the daemon would leave icons on tabs no state.json
+        // knows, which `off` does not touch.
+        if plan.new_tabs > 0 && !plan.renames.is_empty() {
+            self.save();
+        }
         self.renames_outstanding += plan.renames.len();
         self.queue_renames(plan.renames, false, self.resync_quiet);
         self.maybe_finish_resync(now);
@@ -1240,6 +1248,20 @@ impl EventLoop {
         let backing_off = self.resubscribe_deadline.is_some();
         if (set != self.subscribed_panes || self.status.is_none()) && !backing_off {
             self.subscribe_status(params, set, now);
+        }
+    }
+
+    /// herdr read a request whose answer never came (or came garbled): a
+    /// rename may have been applied all the same.
+    fn answer_lost(&mut self, purpose: &Purpose) {
+        if let Purpose::Rename {
+            tab_id,
+            label,
+            restore: false,
+            ..
+        } = purpose
+        {
+            self.tracker.answer_lost(tab_id, label);
         }
     }
 

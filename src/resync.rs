@@ -89,6 +89,8 @@ pub struct Sent {
     label: String,
     at: Instant,
     echoed: bool,
+    /// herdr got the request but its answer was lost (see `answer_lost`).
+    answer_lost: bool,
 }
 
 impl TabRecord {
@@ -132,6 +134,7 @@ impl TabRecord {
             label: label.to_string(),
             at: now,
             echoed: false,
+            answer_lost: false,
         });
         if self.sent.len() > ECHOES_KEPT {
             self.sent.remove(0);
@@ -177,6 +180,8 @@ pub struct Plan {
     pub notes: Vec<Note>,
     /// How many of the renames only move a spinner frame on.
     pub frames: usize,
+    /// How many tabs are tracked from this resync on.
+    pub new_tabs: usize,
 }
 
 impl Plan {
@@ -254,7 +259,8 @@ impl Tracker {
             .iter()
             .filter(|tab| self.tabs.get(&tab.tab_id).is_none())
             .filter_map(|tab| Some((tab.tab_id.clone(), first_record(tab, settings)?)))
-            .collect();
+            .collect::<Vec<_>>();
+        plan.new_tabs = new.len();
         self.tabs.add_new(new);
         for tab in listed {
             self.resync_tab(tab, settings, now, &mut plan);
@@ -370,17 +376,32 @@ impl Tracker {
         match pending {
             Some(i) => {
                 record.sent[i].echoed = true;
-                // The echo of the newest label says herdr applied it, as
-                // its answer would have: an answer lost to a timeout or a
-                // dropped connection must not leave the tab seen with its
-                // old label, or a renamer that puts that label back is
-                // never caught fighting.
-                if i + 1 == record.sent.len() {
+                if i + 1 == record.sent.len() && record.sent[i].answer_lost {
                     self.confirm(tab_id, label);
                 }
                 true
             }
             None => is_own_spinner_frame(label, &record.base, settings),
+        }
+    }
+
+    /// herdr got cowbell's rename but the answer was lost (a timeout, a
+    /// connection closed first): it may or may not have applied it. If the
+    /// echo comes (before or after this), it did, and the label counts as
+    /// confirmed; otherwise the tab would stay seen with its old label, and
+    /// a renamer that puts that label back would never be caught fighting.
+    /// Only such a rename is confirmed by its echo: the replay of a new
+    /// subscription brings old echoes that may carry the same label.
+    pub fn answer_lost(&mut self, tab_id: &str, label: &str) {
+        let Some(record) = self.tabs.get_mut(tab_id) else {
+            return;
+        };
+        let Some(newest) = record.sent.last_mut().filter(|sent| sent.label == label) else {
+            return;
+        };
+        newest.answer_lost = true;
+        if newest.echoed {
+            self.confirm(tab_id, label);
         }
     }
 
@@ -1102,12 +1123,20 @@ mod tests {
         let mut tabs = vec![tab("w1:t1", 1, "api", Status::Blocked)];
         let mut now = Instant::now();
         let mut renames = 0;
-        for _ in 0..20 {
+        for n in 0..20 {
             let plan = tracker.resync(&tabs, &s, now);
             renames += plan.renames.len();
             for rename in &plan.renames {
                 tabs[0].label = rename.label.clone();
-                assert!(tracker.take_echo(&rename.tab_id, &rename.label, now, &s));
+                // The echo comes before the timeout, or after the
+                // connection closed without an answer.
+                if n % 2 == 0 {
+                    assert!(tracker.take_echo(&rename.tab_id, &rename.label, now, &s));
+                    tracker.answer_lost(&rename.tab_id, &rename.label);
+                } else {
+                    tracker.answer_lost(&rename.tab_id, &rename.label);
+                    assert!(tracker.take_echo(&rename.tab_id, &rename.label, now, &s));
+                }
             }
             now += Duration::from_millis(50);
             tabs[0].label = "api".into();
@@ -1119,7 +1148,7 @@ mod tests {
     }
 
     #[test]
-    fn a_late_echo_of_an_older_label_is_no_answer() {
+    fn only_the_echo_of_the_newest_label_whose_answer_was_lost_confirms_it() {
         let s = settings();
         let mut tracker = Tracker::default();
         let mut tabs = vec![tab("w1:t1", 1, "api", Status::Blocked)];
@@ -1127,12 +1156,22 @@ mod tests {
         tracker.resync(&tabs, &s, now);
         tabs[0].status = Status::Working;
         tracker.resync(&tabs, &s, now);
-        // "🟡 api" is the newest; the echo of "🔴 api" comes late.
+        // Both answers lost; "🟡 api" is the newest, "🔴 api"'s echo late.
+        tracker.answer_lost("w1:t1", "🔴 api");
+        tracker.answer_lost("w1:t1", "🟡 api");
         assert!(tracker.take_echo("w1:t1", "🔴 api", now, &s));
         assert_eq!(tracker.tabs["w1:t1"].seen, "api");
         assert!(tracker.take_echo("w1:t1", "🟡 api", now, &s));
         assert_eq!(tracker.tabs["w1:t1"].seen, "🟡 api");
         assert_eq!(tracker.tabs["w1:t1"].written.as_deref(), Some("🟡 api"));
+        // An echo alone (the replay of a new subscription brings old ones)
+        // confirms nothing: the rename may still be queued.
+        tabs[0].label = "🟡 api".into();
+        tabs[0].status = Status::Blocked;
+        let plan = tracker.resync(&tabs, &s, now);
+        assert_eq!(plan.renames[0].label, "🔴 api");
+        assert!(tracker.take_echo("w1:t1", "🔴 api", now, &s));
+        assert_eq!(tracker.tabs["w1:t1"].seen, "🟡 api");
     }
 
     /// A renamer that puts its mark in front of whatever the tab shows
@@ -1161,5 +1200,74 @@ mod tests {
         tabs[0].label = "my api".into();
         tracker.resync(&tabs, &s, now);
         assert_eq!(tracker.tabs["w1:t1"].base, "my api");
+    }
+
+    /// After a dropped subscription, herdr replays its buffer of old events
+    /// (PROTOCOL.md, Replay). An old echo of a label that is also the newest
+    /// one sent (its rename lost with the connection) must not confirm it.
+    #[test]
+    fn a_replayed_old_echo_does_not_confirm_a_rename_herdr_never_got() {
+        let s = settings();
+        let mut tracker = Tracker::default();
+        let mut tabs = vec![tab("w1:t1", 1, "api", Status::Blocked)];
+        let now = Instant::now();
+        let plan = tracker.resync(&tabs, &s, now);
+        apply(&mut tracker, &mut tabs, &plan.renames);
+        assert!(tracker.take_echo("w1:t1", "🔴 api", now, &s));
+        tabs[0].status = Status::Idle;
+        let plan = tracker.resync(&tabs, &s, now);
+        apply(&mut tracker, &mut tabs, &plan.renames);
+        assert!(tracker.take_echo("w1:t1", "api", now, &s));
+        // Blocked again: "🔴 api" is queued; the connection drops before
+        // it is sent (`disconnected` clears the queue).
+        tabs[0].status = Status::Blocked;
+        let plan = tracker.resync(&tabs, &s, now);
+        assert_eq!(renames(&plan), [("w1:t1", "🔴 api")]);
+        // The new subscription replays the old events.
+        let later = now + Duration::from_secs(2);
+        tracker.take_echo("w1:t1", "🔴 api", later, &s);
+        tracker.take_echo("w1:t1", "api", later, &s);
+        // Nobody renamed the tab: it still shows "api".
+        let plan = tracker.resync(&tabs, &s, later);
+        assert!(
+            !plan
+                .notes
+                .iter()
+                .any(|n| matches!(n, Note::Fight { .. } | Note::NewBase { .. })),
+            "{:?}",
+            plan.notes
+        );
+    }
+
+    /// The same replay while a tab is being given its number back: the
+    /// record goes, and the tab keeps cowbell's icon as a "name".
+    #[test]
+    fn a_replayed_old_echo_does_not_let_go_of_a_tab_still_showing_the_icon() {
+        let (mut s, mut tabs, mut tracker, now) = auto_named_with_icon();
+        assert!(tracker.take_echo("w1:t1", "🔴 1", now, &s));
+        tabs[0].status = Status::Idle;
+        let plan = tracker.resync(&tabs, &s, now);
+        apply(&mut tracker, &mut tabs, &plan.renames);
+        assert!(tracker.take_echo("w1:t1", "1", now, &s));
+        tabs[0].status = Status::Blocked;
+        let plan = tracker.resync(&tabs, &s, now);
+        apply(&mut tracker, &mut tabs, &plan.renames);
+        assert!(tracker.take_echo("w1:t1", "🔴 1", now, &s));
+        assert_eq!(tabs[0].label, "🔴 1");
+        // include_auto_named off: "1" is queued, lost with the connection.
+        s.include_auto_named = false;
+        assert_eq!(renames(&tracker.resync(&tabs, &s, now)), [("w1:t1", "1")]);
+        let later = now + Duration::from_secs(2);
+        for old in ["🔴 1", "1", "🔴 1"] {
+            tracker.take_echo("w1:t1", old, later, &s);
+        }
+        // The tab still shows "🔴 1": the number must still be given back.
+        let plan = tracker.resync(&tabs, &s, later);
+        assert_eq!(
+            renames(&plan),
+            [("w1:t1", "1")],
+            "record: {:?}",
+            tracker.tabs.get("w1:t1")
+        );
     }
 }

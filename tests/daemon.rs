@@ -1109,3 +1109,42 @@ fn a_move_alone_brings_a_resync() {
     cb.herdr.move_tab(&t1, 2);
     cb.expect_label(&t1, "🔴 2", SECOND);
 }
+
+/// cowbell never ran for this server (no state.json, no pidfile): "on"
+/// only by default. A name the person gave with a leading emoji is theirs.
+#[test]
+fn off_on_a_server_cowbell_never_ran_on_leaves_names_alone() {
+    let cb = Cowbell::new();
+    let (tab, _) = cb.tab(Some("🔴 prod"));
+    let off = cb.action("off");
+    assert!(off.status.success(), "{}", off.stderr);
+    assert_eq!(cb.herdr.label(&tab), "🔴 prod", "off said: {}", off.stdout);
+}
+
+/// A daemon in its reconnect backoff exits at once on `off` without giving
+/// anything back ("leaving the names to off"); off then restores them
+/// itself, but says the daemon did.
+#[test]
+fn off_does_not_credit_a_daemon_that_gave_nothing_back() {
+    let mut cb = Cowbell::new();
+    let (tab, pane) = cb.tab(Some("api"));
+    cb.startup();
+    let pid = cb.wait_for_daemon(2 * SECOND);
+    cb.herdr.set_status(&pane, "blocked");
+    cb.expect_label(&tab, "🔴 api", 2 * SECOND);
+    cb.wait_state_saved(&[&tab]);
+    // herdr away for 2.5 s: the backoff grows to 2 s, then 4 s.
+    cb.herdr.stop();
+    std::thread::sleep(Duration::from_millis(2500));
+    cb.herdr.start_again(true);
+    let off = cb.action("off");
+    assert!(off.status.success(), "{}", off.stderr);
+    assert!(cowbell::wait_dead(pid, 2 * SECOND));
+    assert_eq!(cb.herdr.label(&tab), "api");
+    assert!(
+        !off.stdout.contains("the daemon gave the names back"),
+        "off said: {}\nlog:\n{}",
+        off.stdout,
+        cb.log()
+    );
+}

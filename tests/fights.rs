@@ -1400,3 +1400,51 @@ fn an_icon_stripper_gets_three_renames_after_a_seen_tab() {
         },
     );
 }
+
+/// herdr applies cowbell's renames but the answers are lost (here the
+/// connection closes without one; a timeout does the same), and an icon
+/// stripper answers each of them 50 ms later. Only the echoes say the
+/// renames landed: the stripper must still be caught.
+#[test]
+fn a_stripper_is_caught_when_the_answers_to_cowbells_renames_are_lost() {
+    const SCALE: f64 = 60.0;
+    let cb = Cowbell::with(Options::immediate(), SCALE);
+    let (api, pane) = cb.tab(Some("api"));
+    cb.herdr.set_status(&pane, "blocked");
+    cb.herdr.answer_raw("tab.rename", 10_000, b"");
+    let period = Duration::from_secs(10 * 60);
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    thread::scope(|scope| {
+        scope.spawn(|| {
+            let mut answered = 0;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                let sent: Vec<String> = cb
+                    .herdr
+                    .requests_of("tab.rename")
+                    .into_iter()
+                    .filter(|r| r.param("tab_id").as_deref() == Some(api.as_str()))
+                    .map(|r| r.param("label").unwrap_or_default())
+                    .collect();
+                for label in &sent[answered..] {
+                    // herdr applied it after all, then the stripper.
+                    cb.herdr.rename_tab(&api, label);
+                    thread::sleep(Duration::from_millis(50));
+                    cb.herdr.rename_tab(&api, "api");
+                }
+                answered = sent.len();
+                thread::sleep(Duration::from_millis(5));
+            }
+        });
+        cb.startup();
+        cb.wait_for_daemon(2 * SECOND);
+        thread::sleep(spec(period.as_secs_f64(), SCALE));
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    });
+    let renames = cb.herdr.renames_of(&api);
+    let bound = fight_bound(period);
+    assert!(
+        renames <= bound && cb.log().contains("rename fight"),
+        "{renames} renames in 10 spec-minutes (bound {bound})\nlog:\n{}",
+        cb.log()
+    );
+}
