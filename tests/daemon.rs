@@ -1123,7 +1123,7 @@ fn off_on_a_server_cowbell_never_ran_on_leaves_names_alone() {
 
 /// A daemon in its reconnect backoff exits at once on `off` without giving
 /// anything back ("leaving the names to off"); off then restores them
-/// itself, but says the daemon did.
+/// itself, and must not say the daemon did.
 #[test]
 fn off_does_not_credit_a_daemon_that_gave_nothing_back() {
     let mut cb = Cowbell::new();
@@ -1147,4 +1147,263 @@ fn off_does_not_credit_a_daemon_that_gave_nothing_back() {
         off.stdout,
         cb.log()
     );
+}
+
+/// An event that comes while a resync's renames are still unanswered is
+/// not dropped: another resync follows once they are, not the 60 s
+/// heartbeat.
+#[test]
+fn a_change_during_a_resyncs_renames_brings_another_resync() {
+    let cb = Cowbell::with(Options::immediate(), 1.0);
+    let (a, pa) = cb.tab(Some("a"));
+    let (b, pb) = cb.tab(Some("b"));
+    cb.startup();
+    cb.wait_for_daemon(2 * SECOND);
+    cb.expect_steady(&b, "b", Duration::from_millis(300));
+    let renames = cb.herdr.requests_of("tab.rename").len();
+    cb.herdr.set_response_delay(Duration::from_millis(500));
+    cb.herdr.set_status(&pa, "blocked");
+    assert!(
+        cb.herdr.wait_until(2 * SECOND, |s| {
+            s.requests
+                .iter()
+                .filter(|r| r.method == "tab.rename")
+                .count()
+                > renames
+        }),
+        "no rename of a"
+    );
+    // a's rename waits 500 ms for its answer: this change comes meanwhile.
+    cb.herdr.set_status(&pb, "blocked");
+    cb.herdr.set_response_delay(Duration::ZERO);
+    cb.expect_label(&a, "🔴 a", 2 * SECOND);
+    cb.expect_label(&b, "🔴 b", 2 * SECOND);
+}
+
+/// The old daemon waits for its rename's answer before it hands over: a
+/// label herdr applies after it left, unconfirmed and so unsaved, would be
+/// seen by the new daemon as someone else's rename, a fight. Here herdr
+/// stays slow, so the new daemon's first list shows the late label.
+#[test]
+fn a_handover_waits_for_the_renames_in_flight() {
+    let (cb, tabs) = running_with_tabs(&["api"]);
+    let (tab, pane) = &tabs[0];
+    cb.expect_steady(tab, "api", Duration::from_millis(300));
+    let old = cb.daemon_pid().unwrap();
+    cb.herdr.set_response_delay(Duration::from_millis(600));
+    let renames = cb.herdr.requests_of("tab.rename").len();
+    cb.herdr.set_status(pane, "blocked");
+    let asked = Instant::now();
+    while cb.herdr.requests_of("tab.rename").len() == renames {
+        assert!(asked.elapsed() < 5 * SECOND, "no rename");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(cb.startup().status.success());
+    assert!(cowbell::wait_dead(old, 5 * SECOND));
+    cb.wait_for_daemon(2 * SECOND);
+    cb.expect_label(tab, "🔴 api", 3 * SECOND);
+    // The new daemon's first list has come and gone.
+    std::thread::sleep(2 * SECOND);
+    cb.herdr.set_response_delay(Duration::ZERO);
+    cb.expect_steady(tab, "🔴 api", SECOND);
+    let log = cb.log();
+    assert!(!log.contains("undid"), "a false fight:\n{log}");
+    assert!(!log.contains("renamed by someone else"), "{log}");
+}
+
+/// A stop that comes while a resync's rename is on its way lists the tabs
+/// for the restore only once that rename is answered: a rename herdr
+/// applies after the restore's list would keep its icon.
+#[test]
+fn a_stop_during_a_slow_rename_still_restores_the_name() {
+    let (cb, tabs) = running_with_tabs(&["api"]);
+    let (tab, pane) = &tabs[0];
+    cb.expect_steady(tab, "api", Duration::from_millis(300));
+    let pid = cb.wait_for_daemon(SECOND);
+    cb.herdr.set_response_delay(Duration::from_millis(800));
+    let renames = cb.herdr.requests_of("tab.rename").len();
+    cb.herdr.set_status(pane, "blocked");
+    let asked = Instant::now();
+    while cb.herdr.requests_of("tab.rename").len() == renames {
+        assert!(asked.elapsed() < 5 * SECOND, "no rename");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // The rename lands 800 ms from now; the restore's list is answered at once.
+    cb.herdr.set_response_delay(Duration::ZERO);
+    cowbell::signal(pid, libc::SIGTERM);
+    assert!(cowbell::wait_dead(pid, 5 * SECOND), "{}", cb.log());
+    cb.expect_label(tab, "api", SECOND);
+    cb.expect_steady(tab, "api", Duration::from_millis(1500));
+    assert!(!cb.state_json().contains("\"base\""), "{}", cb.state_json());
+}
+
+/// A resync whose tab list is answered after a stop began renames
+/// nothing: its icons would only race the restore (and flicker).
+#[test]
+fn a_stop_during_a_slow_resync_sends_no_icon() {
+    let (cb, tabs) = running_with_tabs(&["api"]);
+    let (tab, pane) = &tabs[0];
+    cb.herdr.set_status(pane, "idle");
+    cb.herdr.focus_tab(tab);
+    cb.expect_steady(tab, "api", Duration::from_millis(300));
+    let pid = cb.wait_for_daemon(SECOND);
+    cb.herdr.set_response_delay(Duration::from_millis(300));
+    let lists = tab_lists(&cb);
+    cb.herdr.set_status(pane, "blocked");
+    let asked = Instant::now();
+    while tab_lists(&cb) == lists {
+        assert!(asked.elapsed() < 5 * SECOND, "no tab.list");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // The resync's tab.list is still unanswered when the stop comes.
+    cowbell::signal(pid, libc::SIGTERM);
+    assert!(cowbell::wait_dead(pid, 5 * SECOND), "{}", cb.log());
+    cb.herdr.set_response_delay(Duration::ZERO);
+    cb.expect_steady(tab, "api", SECOND);
+    let icons: Vec<String> = cb
+        .herdr
+        .requests_of("tab.rename")
+        .into_iter()
+        .map(|r| r.params)
+        .filter(|params| params.contains("🔴"))
+        .collect();
+    assert!(
+        icons.is_empty(),
+        "renamed during the stop: {icons:?}\n{}",
+        cb.log()
+    );
+}
+
+/// `sync` records the labels herdr applied, as the daemon does: the next
+/// sync (or daemon) must not take its own icon for someone else's rename
+/// within 30 s of it, a fight.
+#[test]
+fn a_sync_records_its_renames_so_the_next_one_sees_no_fight() {
+    let cb = Cowbell::new();
+    let (tab, pane) = cb.tab(Some("api"));
+    cb.herdr.set_status(&pane, "blocked");
+    for _ in 0..2 {
+        let outcome = cb.run(&["sync"]);
+        assert!(outcome.status.success(), "{}", outcome.stderr);
+        assert_eq!(cb.herdr.label(&tab), "🔴 api");
+    }
+    let state = cb.state_json();
+    assert!(state.contains("\"fights_total\":0"), "{state}");
+    assert!(!state.contains("\"written\":null"), "{state}");
+}
+
+/// While cowbell is off, `sync` puts no icon back and leaves it off.
+#[test]
+fn sync_while_off_changes_nothing() {
+    let (cb, tabs) = running_with_tabs(&["api"]);
+    let (tab, pane) = &tabs[0];
+    cb.herdr.set_status(pane, "blocked");
+    cb.expect_label(tab, "🔴 api", 2 * SECOND);
+    assert!(cb.action("off").status.success());
+    cb.expect_label(tab, "api", 2 * SECOND);
+    let outcome = cb.run(&["sync"]);
+    assert!(outcome.status.success(), "{}", outcome.stderr);
+    assert!(
+        outcome.stderr.contains("off for this server"),
+        "{}",
+        outcome.stderr
+    );
+    assert_eq!(cb.herdr.label(tab), "api");
+    assert!(cb.watchdog().status.success());
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(cb.daemons().is_empty(), "a hook started a daemon while off");
+    assert_eq!(cb.herdr.label(tab), "api");
+}
+
+/// README: `status` "exits 3 when herdr does not answer".
+#[test]
+fn status_exits_3_when_herdr_does_not_answer() {
+    let mut cb = Cowbell::new();
+    cb.herdr.stop();
+    for args in [&["status"][..], &["status", "--json"][..]] {
+        let outcome = cb.run(args);
+        assert_eq!(
+            outcome.status.code(),
+            Some(3),
+            "{args:?}: {}",
+            outcome.stdout
+        );
+        assert!(
+            outcome.stdout.contains("unreachable")
+                || outcome.stdout.contains("\"server_reachable\":false"),
+            "{}",
+            outcome.stdout
+        );
+    }
+}
+
+/// A cool-down that ended is not shown, even when state.json still
+/// carries its end (a daemon killed during it).
+#[test]
+fn status_does_not_show_a_cooldown_that_ended() {
+    let cb = Cowbell::new();
+    let (tab, _) = cb.tab(Some("api"));
+    assert!(cb.run(&["sync"]).status.success());
+    let wall_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let ended = wall_ms - 10_000;
+    let state = format!(
+        r#"{{"version":1,"off":false,"tabs":{{"{tab}":{{"base":"api","written":null,"seen":"api","auto_named":false,"fights_ms":[],"last_own_rename_ms":null,"cooldown_until_ms":{ended},"last_cooldown_end_ms":null,"last_cooldown_ms":60000,"cooldown_level":1,"fights_total":3}}}}}}"#
+    );
+    std::fs::write(cb.server_dir().join("state.json"), state).unwrap();
+    let json = cb.run(&["status", "--json"]).stdout;
+    assert!(json.contains("\"cooldown_until\":null"), "{json}");
+    assert!(json.contains("\"fights\":3"), "{json}");
+    let text = cb.run(&["status"]).stdout;
+    assert!(!text.contains("cooling down"), "{text}");
+}
+
+/// SIGINT (a Ctrl-C on `daemon --foreground`) restores names like SIGTERM.
+#[test]
+fn sigint_restores_every_name() {
+    assert_names_restored(|cb| cowbell::signal(cb.daemon_pid().unwrap(), libc::SIGINT));
+}
+
+/// A stop while more renames are queued than may be in flight at once
+/// (16): the queued ones are dropped, not sent after the stop, where they
+/// would race the restore's list and leave icons behind.
+#[test]
+fn a_stop_with_renames_still_queued_sends_none_of_them() {
+    let cb = Cowbell::with(Options::immediate(), 1.0);
+    let names: Vec<String> = (0..30).map(|i| format!("t{i}")).collect();
+    let tabs: Vec<(String, String)> = names.iter().map(|n| cb.tab(Some(n))).collect();
+    cb.startup();
+    let pid = cb.wait_for_daemon(2 * SECOND);
+    cb.expect_steady(&tabs[0].0, "t0", Duration::from_millis(300));
+    cb.herdr.set_response_delay(Duration::from_millis(500));
+    let renames = cb.herdr.requests_of("tab.rename").len();
+    for (_, pane) in &tabs {
+        cb.herdr.set_status(pane, "blocked");
+    }
+    let asked = Instant::now();
+    while cb.herdr.requests_of("tab.rename").len() == renames {
+        assert!(asked.elapsed() < 5 * SECOND, "no rename");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    cowbell::signal(pid, libc::SIGTERM);
+    let stopped = Instant::now();
+    assert!(cowbell::wait_dead(pid, 8 * SECOND), "{}", cb.log());
+    cb.herdr.set_response_delay(Duration::ZERO);
+    let late: Vec<String> = cb
+        .herdr
+        .requests_of("tab.rename")
+        .into_iter()
+        .filter(|r| r.at > stopped + Duration::from_millis(200) && r.params.contains("🔴"))
+        .map(|r| r.params)
+        .collect();
+    assert!(
+        late.is_empty(),
+        "icons sent after the stop: {late:?}\n{}",
+        cb.log()
+    );
+    for ((tab, _), name) in tabs.iter().zip(&names) {
+        cb.expect_label(tab, name, SECOND);
+    }
 }

@@ -491,6 +491,187 @@ fn a_refused_rename_is_tried_again() {
     s.invariants();
 }
 
+/// As above, once the scene has settled: the resync after the status
+/// subscription's acknowledgement must not be what brings the icon.
+#[test]
+fn a_refused_rename_on_a_quiet_server_is_tried_again() {
+    let s = scene();
+    let t2 = s.tabs[1].clone();
+    std::thread::sleep(Duration::from_millis(500));
+    s.cb.herdr.fail_next_renames(1);
+    let before = s.cb.herdr.renames_of(&t2);
+    s.cb.herdr.set_status(&s.panes[1], "blocked");
+    assert!(
+        s.cb.herdr
+            .wait_until(2 * SECOND, |snap| snap.renames_of(&t2) > before),
+        "no rename of {t2}"
+    );
+    expect_log(&s.cb, "tab_not_found", SECOND);
+    s.cb.expect_label(&t2, "🔴 docs", CLEAR);
+    s.invariants();
+}
+
+/// `off` waits up to 15 s for a daemon it signalled to give the names
+/// back: a restore that herdr holds up for several seconds (refused
+/// renames, each round tried again 1 s later) is no failure at 5 s.
+#[test]
+fn off_waits_for_a_restore_that_takes_several_seconds() {
+    let s = scene();
+    // Two tracked tabs: six rounds of refused renames, about 6 s.
+    s.cb.herdr.fail_next_renames(12);
+    let start = Instant::now();
+    let outcome = s.cb.run_as(&["off"], "action");
+    let took = start.elapsed();
+    assert!(
+        outcome.status.success(),
+        "after {took:?}: {}\nlog:\n{}",
+        outcome.stderr,
+        log_tail(&s.cb, 30)
+    );
+    assert!(took > 5 * SECOND, "the restore took only {took:?}");
+    s.names_back_within(CLEAR, "off");
+}
+
+/// A hook that finds the pidfile held without a pid (a short command
+/// such as `sync` holds it a moment) gives the holder a moment to let go,
+/// then starts the daemon: a command is no daemon.
+#[test]
+fn a_watchdog_while_a_command_holds_the_lock_still_starts_the_daemon() {
+    let cb = Cowbell::new();
+    let (tab, pane) = cb.tab(Some("api"));
+    cb.startup();
+    let pid = cb.wait_for_daemon(2 * SECOND);
+    cowbell::signal(pid, libc::SIGKILL);
+    assert!(cowbell::wait_dead(pid, 2 * SECOND));
+    // What a short command does: lock, and empty the file.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(cb.server_dir().join("cowbell.pid"))
+        .unwrap();
+    // SAFETY: flock on an fd this test owns.
+    let locked = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    assert_eq!(locked, 0);
+    file.set_len(0).unwrap();
+    let command = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        drop(file);
+    });
+    assert!(cb.watchdog().status.success());
+    command.join().unwrap();
+    cb.wait_for_daemon(2 * SECOND);
+    cb.herdr.set_status(&pane, "blocked");
+    cb.expect_label(&tab, "🔴 api", CLEAR);
+}
+
+/// CPU time (user + system, in clock ticks) a process has used so far.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat.rsplit_once(") ").unwrap().1.split(' ').collect();
+    // utime and stime are fields 14 and 15; field 3 is the first here.
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+}
+
+/// After a signal the daemon sleeps again: its self-pipe is emptied, or
+/// poll(2) would find it readable forever, a busy loop.
+#[test]
+fn after_a_sighup_the_daemon_sleeps_again() {
+    let s = scene();
+    let pid = s.pid();
+    cowbell::signal(pid, libc::SIGHUP);
+    expect_log(&s.cb, "SIGHUP", SECOND);
+    std::thread::sleep(Duration::from_millis(300));
+    let before = cpu_ticks(pid);
+    std::thread::sleep(SECOND);
+    let used = cpu_ticks(pid) - before;
+    assert!(used < 20, "{used} clock ticks of CPU in a quiet second");
+    s.still_well(pid);
+}
+
+/// A file size limit (`ulimit -f`) makes the log's writes fail; it must
+/// not kill the daemon with SIGXFSZ.
+#[test]
+fn a_file_size_limit_does_not_kill_the_daemon() {
+    use std::os::unix::process::CommandExt;
+    let cb = Cowbell::new();
+    let (tab, pane) = cb.tab(Some("api"));
+    let mut command = launched(&cb, &["daemon", "--replace"], "startup");
+    // SAFETY: setrlimit is async-signal-safe, as pre_exec requires.
+    unsafe {
+        command.pre_exec(|| {
+            let limit = libc::rlimit {
+                rlim_cur: 4096,
+                rlim_max: 4096,
+            };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    assert!(command.status().unwrap().success());
+    let pid = cb.wait_for_daemon(2 * SECOND);
+    // Each reload is a line in the log: it soon reaches the limit.
+    for _ in 0..100 {
+        cowbell::signal(pid, libc::SIGHUP);
+        std::thread::sleep(Duration::from_millis(20));
+        if cb.log().len() >= 4000 {
+            break;
+        }
+    }
+    assert!(
+        cb.log().len() >= 4000,
+        "the log stayed short:\n{}",
+        cb.log()
+    );
+    // Past the limit now: these lines cannot be written.
+    for _ in 0..5 {
+        cowbell::signal(pid, libc::SIGHUP);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    // Not a zombie either (no one may have reaped it yet).
+    let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let running = state
+        .rsplit_once(") ")
+        .is_some_and(|(_, rest)| !rest.starts_with('Z'));
+    assert!(running, "the daemon died at the file size limit");
+    cb.herdr.set_status(&pane, "blocked");
+    cb.expect_label(&tab, "🔴 api", CLEAR);
+}
+
+/// The event subscription drops while a request of the resync under way
+/// (`method`) waits for its answer: once reconnected, the daemon resyncs
+/// again, and goes on doing so. A resync that died with the connection
+/// must not be counted as running, nor its renames as outstanding.
+fn connection_lost_in_the_middle_of_a_resync(method: &str) {
+    let mut s = scene();
+    let pid = s.pid();
+    s.cb.herdr.set_silent_method(Some(method));
+    let before = requests(&s.cb, method);
+    s.poke();
+    wait_request(&s.cb, method, before, 2 * SECOND);
+    s.cb.herdr.drop_subscriptions();
+    s.cb.herdr.set_silent_method(None);
+    s.resubscribed_within(3 * SECOND);
+    s.icons_within(CLEAR);
+    for _ in 0..2 {
+        s.poke();
+        s.icons_within(CLEAR);
+    }
+    s.still_well(pid);
+}
+
+#[test]
+fn a_connection_lost_while_the_tab_list_is_unanswered_does_not_stop_resyncs() {
+    connection_lost_in_the_middle_of_a_resync("tab.list");
+}
+
+#[test]
+fn a_connection_lost_while_renames_are_unanswered_does_not_stop_resyncs() {
+    connection_lost_in_the_middle_of_a_resync("tab.rename");
+}
+
 /// herdr refuses the next `times` status subscriptions, as it does when a
 /// pane closed between `pane.list` and the subscription.
 fn refuse_status_subscriptions(cb: &Cowbell, times: usize) {
@@ -581,6 +762,121 @@ fn a_status_subscription_refused_again_and_again_is_retried_with_a_backoff() {
     );
     s.cb.herdr.clear_canned();
     status_subscription_works(&mut s, &pane, 10 * SECOND);
+    s.still_well(pid);
+}
+
+/// The waits before each new `pane.list` after a refused status
+/// subscription, as the log gives them.
+fn resubscribe_waits(cb: &Cowbell) -> Vec<u64> {
+    cb.log()
+        .lines()
+        .filter_map(|line| line.split("listing panes again in ").nth(1))
+        .filter_map(|rest| rest.strip_suffix(" ms"))
+        .filter_map(|ms| ms.parse().ok())
+        .collect()
+}
+
+/// The status subscription's backoff grows like the reconnect one: from
+/// 0.5 s, doubling, up to 30 s, and starts over once herdr accepts it.
+#[test]
+fn a_refused_status_subscription_backs_off_from_half_a_second_to_thirty() {
+    // Scale 10: 0.5 s .. 30 s become 50 ms .. 3 s.
+    let mut s = scene_with(Options::default(), 10.0);
+    refuse_status_subscriptions(&s.cb, 10_000);
+    let pane = new_pane_set(&mut s);
+    std::thread::sleep(Duration::from_millis(8500));
+    let waits = resubscribe_waits(&s.cb);
+    assert!(waits.len() >= 7, "{waits:?}\n{}", log_tail(&s.cb, 30));
+    assert_eq!(
+        &waits[..7],
+        [50, 100, 200, 400, 800, 1600, 3000],
+        "{}",
+        log_tail(&s.cb, 30)
+    );
+    assert!(waits.iter().all(|ms| *ms <= 3000), "{waits:?}");
+    s.cb.herdr.clear_canned();
+    status_subscription_works(&mut s, &pane, 5 * SECOND);
+    // Accepted: the next refusal waits 0.5 s again, not 30.
+    let before = resubscribe_waits(&s.cb).len();
+    refuse_status_subscriptions(&s.cb, 1);
+    new_pane_set(&mut s);
+    expect_log(&s.cb, "pane_not_found", 3 * SECOND);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        resubscribe_waits(&s.cb).get(before),
+        Some(&50),
+        "{}",
+        log_tail(&s.cb, 30)
+    );
+}
+
+/// A `pane.list` that gets no answer is tried again: without it there is
+/// no status subscription, and a status change shows only at the next
+/// lifecycle event or the 60 s heartbeat.
+#[test]
+fn a_pane_list_that_times_out_is_tried_again() {
+    let cb = Cowbell::new();
+    let (tab, pane) = cb.tab(Some("api"));
+    // An agent reported already: no pane_agent_detected will come.
+    cb.herdr.set_status(&pane, "idle");
+    cb.herdr.focus_tab(&tab);
+    cb.herdr.set_silent_method(Some("pane.list"));
+    cb.startup();
+    cb.wait_for_daemon(2 * SECOND);
+    wait_request(&cb, "pane.list", 0, 2 * SECOND);
+    cb.expect_steady(&tab, "api", Duration::from_millis(500));
+    let unanswered = requests(&cb, "pane.list");
+    cb.herdr.set_silent_method(None);
+    // Those time out after 2 s; the retry comes 1 s later.
+    wait_request(&cb, "pane.list", unanswered, REQUEST_TIMEOUT + 2 * SECOND);
+    assert!(
+        cb.herdr.wait_for_subscribers(2, SECOND),
+        "no status subscription; log:\n{}",
+        log_tail(&cb, 30)
+    );
+    cb.herdr.set_status(&pane, "blocked");
+    cb.expect_label(&tab, "🔴 api", CLEAR);
+}
+
+/// herdr accepts the event subscription but never acknowledges it: the
+/// daemon gives up on it and subscribes again, rather than wait forever.
+#[test]
+fn an_event_subscription_never_acknowledged_is_made_again() {
+    let mut s = scene();
+    let pid = s.pid();
+    let before = requests(&s.cb, "events.subscribe");
+    s.cb.herdr.set_silent_method(Some("events.subscribe"));
+    s.cb.herdr.drop_subscriptions();
+    wait_request(&s.cb, "events.subscribe", before, 2 * SECOND);
+    std::thread::sleep(Duration::from_millis(300));
+    s.cb.herdr.set_silent_method(None);
+    s.resubscribed_within(REQUEST_TIMEOUT + 3 * SECOND);
+    s.poke();
+    s.icons_within(CLEAR);
+    s.still_well(pid);
+}
+
+/// The same for the status subscription: one herdr never acknowledged
+/// is made again, or status changes would go unseen.
+#[test]
+fn a_status_subscription_never_acknowledged_is_made_again() {
+    let mut s = scene();
+    let pid = s.pid();
+    let before = status_subscribes(&s.cb);
+    s.cb.herdr.set_silent_method(Some("events.subscribe"));
+    let pane = new_pane_set(&mut s);
+    assert!(
+        s.cb.herdr.wait_until(2 * SECOND, |snap| {
+            snap.requests
+                .iter()
+                .filter(|r| r.line.contains("pane.agent_status_changed"))
+                .count()
+                > before
+        }),
+        "no status subscription asked for"
+    );
+    s.cb.herdr.set_silent_method(None);
+    status_subscription_works(&mut s, &pane, REQUEST_TIMEOUT + 3 * SECOND);
     s.still_well(pid);
 }
 
