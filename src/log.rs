@@ -136,7 +136,7 @@ pub fn shows_nothing(c: char) -> bool {
             | '\u{0300}'..='\u{036f}'
             | '\u{115f}'
             | '\u{1160}'
-            | '\u{180e}'
+            | '\u{180b}'..='\u{180f}'
             | '\u{200b}'..='\u{200d}'
             | '\u{2060}'..='\u{2064}'
             | '\u{3164}'
@@ -144,6 +144,7 @@ pub fn shows_nothing(c: char) -> bool {
             | '\u{feff}'
             | '\u{ffa0}'
             | '\u{e0000}'..='\u{e007f}'
+            | '\u{e0100}'..='\u{e01ef}'
     )
 }
 
@@ -157,7 +158,10 @@ pub fn quote(text: &str) -> String {
     let mut shown = false;
     for c in miniserde::json::to_string(text).chars() {
         if is_control(c) || (!shown && shows_nothing(c)) {
-            quoted.push_str(&format!("\\u{:04x}", c as u32));
+            // As JSON writes it: beyond U+FFFF, a UTF-16 surrogate pair.
+            for unit in c.encode_utf16(&mut [0; 2]) {
+                quoted.push_str(&format!("\\u{unit:04x}"));
+            }
         } else {
             shown |= c != '"' && !c.is_whitespace();
             quoted.push(c);
@@ -212,6 +216,7 @@ mod tests {
     #[test]
     fn quote_shows_what_would_print_as_nothing() {
         assert_eq!(quote("\u{fe0f}"), r#""\ufe0f""#);
+        assert_eq!(quote("\u{e0100}"), r#""\udb40\udd00""#);
         assert_eq!(quote(" \u{200b}x"), r#"" \u200bx""#);
         assert_eq!(quote("a\u{202e}b\n"), r#""a\u202eb\n""#);
         // A variation selector after an emoji is part of it.

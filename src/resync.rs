@@ -118,6 +118,19 @@ impl TabRecord {
         newest || unechoed || is_own_spinner_frame(label, &self.base, settings)
     }
 
+    /// The newest label cowbell sent that herdr has not confirmed. It is
+    /// saved, so that a process killed between the rename and the answer
+    /// leaves the next one knowing the label as cowbell's own.
+    pub fn unconfirmed(&self) -> Option<&str> {
+        let newest = self.sent.last()?.label.as_str();
+        (self.written.as_deref() != Some(newest)).then_some(newest)
+    }
+
+    /// A label an earlier process sent (see `unconfirmed`).
+    pub fn sent_earlier(&mut self, label: &str, now: Instant) {
+        self.remember_sent(label, now);
+    }
+
     /// After someone else renamed the tab, the labels cowbell wrote before
     /// are no longer its own: a person who renames the tab back to one of
     /// them ("api" after "web") means that name.
@@ -448,10 +461,11 @@ impl Tracker {
     /// The renames that give every tab its own name back. A label still
     /// equal to cowbell's last write goes back to the base (the position for
     /// an auto-named tab); a label someone else set since keeps their name:
-    /// the base cowbell took from it, if it has seen that label (a mark put
-    /// in front of cowbell's label leaves the icon inside it), else the
-    /// label stripped of a leading icon. With `every_tab`, tabs cowbell does not
-    /// track lose a leading icon too (remove-icons cleans up after a crash).
+    /// the base cowbell took from it, if it has seen that label, else the
+    /// base it would take (see `foreign_base`: a mark put in front of
+    /// cowbell's label leaves no icon inside). With `every_tab`, tabs
+    /// cowbell does not track lose a leading icon too (remove-icons cleans
+    /// up after a crash).
     /// The tabs that need no rename (gone, or showing their own name) are
     /// done and forgotten; the others stay until herdr confirms theirs.
     pub fn restore_plan(
@@ -471,7 +485,8 @@ impl Tracker {
                         (true, true) => tab.number.to_string(),
                         (true, false) => record.base.clone(),
                         (false, false) if tab.label == record.seen => record.base.clone(),
-                        (false, _) => labeler.strip(&tab.label).to_string(),
+                        (false, false) => foreign_base(record, &tab.label, labeler),
+                        (false, true) => labeler.strip(&tab.label).to_string(),
                     }
                 }
                 None if every_tab => labeler.strip(&tab.label).to_string(),
@@ -1269,5 +1284,20 @@ mod tests {
             "record: {:?}",
             tracker.tabs.get("w1:t1")
         );
+    }
+
+    /// (an `off` in that moment, or a daemon killed then and `off` after).
+    #[test]
+    fn a_restore_unwraps_a_mark_put_in_front_since_the_last_look() {
+        let s = settings();
+        let mut tracker = Tracker::default();
+        let mut tabs = vec![tab("w1:t1", 1, "api", Status::Blocked)];
+        let now = Instant::now();
+        let plan = tracker.resync(&tabs, &s, now);
+        apply(&mut tracker, &mut tabs, &plan.renames);
+        assert_eq!(tabs[0].label, "🔴 api");
+        tabs[0].label = "★ 🔴 api".into();
+        let renames = tracker.restore_plan(&tabs, &s.labeler, false, now);
+        assert_eq!(renames.first().map(|r| r.label.as_str()), Some("★ api"));
     }
 }

@@ -1,10 +1,11 @@
 //! state.json: what cowbell remembers about one server's tabs between runs.
 //!
 //! Per tab: the base (the real name), the last label cowbell wrote, the
-//! label it last saw, whether herdr named the tab by position, and the fight
-//! history; plus the server-wide "off" flag. The file is versioned, written
-//! only when its text changed, and replaced atomically. A missing file is
-//! an empty state; a corrupt or unknown-version one is moved aside as
+//! label it last saw, the label it sent that herdr has not confirmed yet,
+//! whether herdr named the tab by position, and the fight history; plus
+//! the server-wide "off" flag. The file is versioned, written only when its
+//! text changed, and replaced atomically. A missing file is an empty state;
+//! a corrupt or unknown-version one is moved aside as
 //! `state.json.corrupt-<unix time>` and cowbell starts empty.
 //!
 //! Times are stored as wall-clock milliseconds, because monotonic instants
@@ -34,6 +35,8 @@ pub struct TabEntry {
     pub base: String,
     pub written: Option<String>,
     pub seen: Option<String>,
+    /// The newest label cowbell sent and herdr has not confirmed yet.
+    pub pending: Option<String>,
     pub auto_named: bool,
     pub fights_ms: Vec<u64>,
     pub last_own_rename_ms: Option<u64>,
@@ -324,7 +327,7 @@ pub fn to_tracker(state: &State, clock: Clock, timing: &Timing) -> Tracker {
             level: entry.cooldown_level.min(16),
             total: entry.fights_total,
         };
-        let record = TabRecord {
+        let mut record = TabRecord {
             base: entry.base.clone(),
             written: entry.written.clone(),
             seen: entry
@@ -336,6 +339,11 @@ pub fn to_tracker(state: &State, clock: Clock, timing: &Timing) -> Tracker {
             fight,
             ..TabRecord::default()
         };
+        // Sent by a process that ended before herdr's answer: if the tab
+        // shows it, it is cowbell's own label, not a rename by someone else.
+        if let Some(label) = &entry.pending {
+            record.sent_earlier(label, clock.mono);
+        }
         tracker.tabs.insert(tab_id.clone(), record);
     }
     tracker
@@ -347,6 +355,7 @@ fn entry_of(record: &TabRecord, clock: Clock) -> TabEntry {
         base: record.base.clone(),
         written: record.written.clone(),
         seen: Some(record.seen.clone()),
+        pending: record.unconfirmed().map(str::to_string),
         auto_named: record.auto_named,
         fights_ms: fight.fights.iter().map(|at| clock.to_wall(*at)).collect(),
         last_own_rename_ms: fight.last_own_rename.map(|at| clock.to_wall(at)),

@@ -2749,3 +2749,47 @@ fn off_after_a_daemon_killed_before_its_first_save_takes_the_icons_off() {
         .collect();
     assert!(left.is_empty(), "off left {left:?}; it said {}", off.stdout);
 }
+/// a `sync` killed after its early save and after its rename
+/// landed. The next `sync` must not take cowbell's own icon for someone
+/// else's rename (a fight, a "new base").
+#[test]
+fn a_sync_killed_after_its_early_save_leaves_no_false_fight() {
+    let cb = Cowbell::new();
+    let (api, api_pane) = cb.tab(Some("api"));
+    let (_docs, docs_pane) = cb.tab(Some("docs"));
+    cb.herdr.set_status(&api_pane, "blocked");
+    cb.herdr.set_status(&docs_pane, "blocked");
+    cb.herdr.set_response_delay(Duration::from_millis(600));
+    let mut sync = launched(&cb, &["sync"], "action").spawn().unwrap();
+    cb.expect_label(&api, "🔴 api", 3 * SECOND);
+    assert!(sync.try_wait().unwrap().is_none(), "sync finished early");
+    sync.kill().unwrap();
+    sync.wait().unwrap();
+    cb.herdr.set_response_delay(Duration::ZERO);
+    let again = cb.run_as(&["sync"], "action");
+    assert!(again.status.success(), "{}", again.stderr);
+    let state = cb.state_json();
+    assert!(
+        state.contains("\"fights_ms\":[]") && !state.contains("\"fights_total\":1"),
+        "the second sync counted a fight against cowbell's own icon:\n{state}"
+    );
+}
+
+/// a plugin wrapped cowbell's label while no daemon ran (killed);
+/// `off` must give back the wrapped name without cowbell's icon inside.
+#[test]
+fn off_after_a_crash_unwraps_a_mark_put_in_front_of_the_icon() {
+    let cb = Cowbell::new();
+    let (api, pane) = cb.tab(Some("api"));
+    cb.herdr.set_status(&pane, "blocked");
+    cb.startup();
+    let pid = cb.wait_for_daemon(2 * SECOND);
+    cb.expect_label(&api, "🔴 api", 2 * SECOND);
+    cb.wait_state_saved(&[&api]);
+    cowbell::signal(pid, libc::SIGKILL);
+    assert!(cowbell::wait_dead(pid, 2 * SECOND));
+    cb.herdr.rename_tab(&api, "★ 🔴 api");
+    let off = cb.action("off");
+    assert!(off.status.success(), "{}", off.stderr);
+    assert_eq!(cb.herdr.label(&api), "★ api", "off said: {}", off.stdout);
+}
