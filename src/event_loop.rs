@@ -754,7 +754,12 @@ impl EventLoop {
         self.lifecycle = None;
         self.status = None;
         self.subscribed_panes = PaneSet::default();
-        self.in_flight.clear();
+        // herdr has these requests: their renames may land all the same.
+        for pending in std::mem::take(&mut self.in_flight) {
+            if pending.unwritten.is_empty() {
+                self.answer_lost(&pending.purpose);
+            }
+        }
         self.queue.clear();
         self.connected = false;
         self.resync_running = false;

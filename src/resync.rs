@@ -82,6 +82,8 @@ pub struct TabRecord {
     /// `include_auto_named` went off: the tab's number is being given
     /// back, and cowbell lets go of the tab once herdr confirms it.
     pub released: bool,
+    /// Read back from state.json and not looked at since (see `is_own`).
+    pub from_disk: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -108,6 +110,9 @@ impl TabRecord {
     /// holds). An older label whose echo came back is not: the tab left
     /// it for a newer one, so whoever put it back is someone else (a
     /// renamer stripping the icon off a tab cowbell once showed plain).
+    /// At the first look after a start, so is any label cowbell would
+    /// write for the base: a process killed after herdr applied its rename
+    /// but before it saved left one there.
     fn is_own(&self, label: &str, settings: &Settings, now: Instant) -> bool {
         let newest = self.sent.last().is_some_and(|sent| sent.label == label);
         let unechoed = self.sent.iter().any(|sent| {
@@ -115,7 +120,13 @@ impl TabRecord {
                 && sent.label == label
                 && now.saturating_duration_since(sent.at) <= ECHO_MEMORY
         });
-        newest || unechoed || is_own_spinner_frame(label, &self.base, settings)
+        let labeler = &settings.labeler;
+        let left_by_a_crash = self.from_disk
+            && (Status::ALL
+                .iter()
+                .any(|status| labeler.label(*status, &self.base) == label)
+                || is_spinner_frame(label, &self.base, labeler));
+        newest || unechoed || left_by_a_crash || is_own_spinner_frame(label, &self.base, settings)
     }
 
     /// The newest label cowbell sent that herdr has not confirmed. It is
@@ -319,6 +330,7 @@ impl Tracker {
             }
             record.seen = tab.label.clone();
         }
+        record.from_disk = false;
         record.status = Some(tab.status);
         record.fight.expire(now);
         if record.auto_named && !settings.include_auto_named {
@@ -550,17 +562,19 @@ fn is_spinner_frame(label: &str, base: &str, labeler: &Labeler) -> bool {
     (0..SPINNER_FRAMES.len()).any(|frame| labeler.spinner_label(frame, base) == label)
 }
 
-/// The base a foreign label gives. A renamer that put its own text in
-/// front of cowbell's label ("★ 🔴 api") wrapped the old name: the icon in
-/// the middle is cowbell's, and the base is the text and the old base
-/// ("★ api"), or icons would pile up inside the name with every exchange.
+/// The base a foreign label gives. A renamer that put its own mark and a
+/// space in front of cowbell's label ("★ 🔴 api") wrapped the old name: the
+/// icon in the middle is cowbell's, and the base is the mark and the old
+/// base ("★ api"), or icons would pile up inside the name with every
+/// exchange. Without the space it is a word someone wrote ("Hey! api" over
+/// the icon "!"), and only a leading icon goes.
 fn foreign_base(record: &TabRecord, label: &str, labeler: &Labeler) -> String {
     let wrapped = record
         .written
         .as_deref()
         .filter(|written| *written != record.base)
         .and_then(|written| label.strip_suffix(written))
-        .filter(|prefix| !prefix.is_empty());
+        .filter(|prefix| prefix.ends_with(char::is_whitespace));
     match wrapped {
         Some(prefix) => labeler
             .strip(&format!("{prefix}{}", record.base))
@@ -1299,5 +1313,27 @@ mod tests {
         tabs[0].label = "★ 🔴 api".into();
         let renames = tracker.restore_plan(&tabs, &s.labeler, false, now);
         assert_eq!(renames.first().map(|r| r.label.as_str()), Some("★ api"));
+    }
+
+    /// A word that ends with cowbell's label is someone's name, not a mark
+    /// put in front of it: "Hey! api" with the icon "!".
+    #[test]
+    fn a_name_ending_with_cowbells_label_is_not_unwrapped() {
+        let mut config = Config::default();
+        config.icons[Status::Blocked.index()] = Some("!".into());
+        let s = Settings::from_config(&config, Timing::REAL, 1);
+        let mut tracker = Tracker::default();
+        let mut tabs = vec![tab("w1:t1", 1, "api", Status::Blocked)];
+        let now = Instant::now();
+        let plan = tracker.resync(&tabs, &s, now);
+        apply(&mut tracker, &mut tabs, &plan.renames);
+        assert_eq!(tabs[0].label, "! api");
+        tabs[0].label = "Hey! api".into();
+        // off (or a daemon killed before it looked): the name comes back.
+        let restore = tracker.clone().restore_plan(&tabs, &s.labeler, false, now);
+        assert!(restore.is_empty(), "off renames to {restore:?}");
+        // the daemon's resync: the base is the person's name.
+        tracker.resync(&tabs, &s, now + Duration::from_secs(100));
+        assert_eq!(tracker.tabs["w1:t1"].base, "Hey! api");
     }
 }

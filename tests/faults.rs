@@ -2793,3 +2793,89 @@ fn off_after_a_crash_unwraps_a_mark_put_in_front_of_the_icon() {
     assert!(off.status.success(), "{}", off.stderr);
     assert_eq!(cb.herdr.label(&api), "★ api", "off said: {}", off.stdout);
 }
+/// Like `a_sync_killed_after_its_early_save_leaves_no_false_fight`,
+/// but for a tab cowbell already tracked (its status changed): no early
+/// save, so the label that landed is in no state.json. The next sync must
+/// still know it for cowbell's (an icon in front of the saved base), or the
+/// auto-named tab becomes a custom "1" whose icon no longer follows a move.
+#[test]
+fn a_sync_killed_after_a_status_rename_keeps_an_auto_named_tab_auto_named() {
+    let cb = Cowbell::new();
+    cb.write_config(AUTO_NAMED);
+    let (t1, p1) = cb.tab(None);
+    let (_t2, p2) = cb.tab(None);
+    cb.herdr.set_status(&p1, "blocked");
+    cb.herdr.set_status(&p2, "blocked");
+    let first = cb.run_as(&["sync"], "action");
+    assert!(first.status.success(), "{}", first.stderr);
+    assert_eq!(cb.herdr.label(&t1), "🔴 1");
+    // Now working: sync renames, herdr applies, the answer is slow, the
+    // sync is killed before its save.
+    cb.herdr.set_status(&p1, "working");
+    cb.herdr.set_status(&p2, "working");
+    cb.herdr.set_response_delay(Duration::from_millis(600));
+    let mut sync = launched(&cb, &["sync"], "action").spawn().unwrap();
+    cb.expect_label(&t1, "🟡 1", 3 * SECOND);
+    assert!(sync.try_wait().unwrap().is_none(), "sync finished early");
+    sync.kill().unwrap();
+    sync.wait().unwrap();
+    cb.herdr.set_response_delay(Duration::ZERO);
+    let again = cb.run_as(&["sync"], "action");
+    assert!(again.status.success(), "{}", again.stderr);
+    cb.herdr.move_tab(&t1, 2);
+    let third = cb.run_as(&["sync"], "action");
+    assert!(third.status.success(), "{}", third.stderr);
+    assert_eq!(
+        cb.herdr.label(&t1),
+        "🟡 2",
+        "state.json:\n{}",
+        cb.state_json()
+    );
+}
+
+/// The daemon's form of the same window (only a resync with new tabs is
+/// saved before its renames go out): herdr applies the rename and has not
+/// answered yet when the daemon is killed.
+#[test]
+fn a_daemon_killed_after_a_status_rename_keeps_an_auto_named_tab_auto_named() {
+    let cb = Cowbell::new();
+    cb.write_config(AUTO_NAMED);
+    let (t1, p1) = cb.tab(None);
+    let (_t2, _) = cb.tab(None);
+    cb.herdr.set_status(&p1, "blocked");
+    cb.startup();
+    let pid = cb.wait_for_daemon(2 * SECOND);
+    cb.expect_label(&t1, "🔴 1", 2 * SECOND);
+    cb.wait_state_saved(&[&t1]);
+    std::thread::sleep(Duration::from_millis(300));
+    cb.herdr.set_silent_method(Some("tab.rename"));
+    cb.herdr.set_status(&p1, "working");
+    let deadline = Instant::now() + 2 * SECOND;
+    while !cb
+        .herdr
+        .requests_of("tab.rename")
+        .iter()
+        .any(|r| r.param("label").as_deref() == Some("🟡 1"))
+    {
+        assert!(Instant::now() < deadline, "no rename to 🟡 1");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // herdr applied it; the answer has not come yet.
+    cb.herdr.rename_tab(&t1, "🟡 1");
+    std::thread::sleep(Duration::from_millis(100));
+    cowbell::signal(pid, libc::SIGKILL);
+    assert!(cowbell::wait_dead(pid, 2 * SECOND));
+    cb.herdr.set_silent_method(None);
+    cb.watchdog();
+    cb.wait_for_daemon(2 * SECOND);
+    std::thread::sleep(Duration::from_millis(500));
+    cb.herdr.move_tab(&t1, 2);
+    std::thread::sleep(Duration::from_millis(1000));
+    assert_eq!(
+        cb.herdr.label(&t1),
+        "🟡 2",
+        "state.json:\n{}\nlog:\n{}",
+        cb.state_json(),
+        cb.log()
+    );
+}
