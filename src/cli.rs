@@ -27,7 +27,7 @@ Commands:
   off             stop the daemon, restore every tab name, stay off until `on`
   remove-icons    like off, and strip a leading icon from every tab herdr lists
   status [--json] show the daemon, the server, the configuration and every tab
-  sync            one resync in the foreground, for hosts that want no daemon
+  sync            one resync in the foreground (or the daemon's, if it runs)
   presets         show every icon preset as a sample tab bar
   config check    print the effective configuration, or its problems
   help            show this text (also -h, --help; `cowbell <command> --help`)
@@ -80,9 +80,15 @@ const HELP_STATUS: &str = "\
 Usage: cowbell status [--json]
 
 Shows whether the daemon runs, the socket and whether herdr answers, on or off,
-configuration problems, and per tab: base, current label, status, cool-down.
+problems with state.json or the configuration, and per tab: base, current
+label, status, fights, cool-down. Exits 3 when herdr does not answer.
 ";
-const HELP_SYNC: &str = "Usage: cowbell sync\n\nOne resync in the foreground, then exit.\n";
+const HELP_SYNC: &str = "\
+Usage: cowbell sync
+
+One resync in the foreground, then exit. With a daemon running, asks it
+instead to reload the configuration and resync (SIGHUP).
+";
 const HELP_PRESETS: &str =
     "Usage: cowbell presets\n\nShows every icon preset as a sample tab bar.\n";
 const HELP_CONFIG: &str = "\

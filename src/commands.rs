@@ -17,8 +17,8 @@ use crate::error::Error;
 use crate::fights::Timing;
 
 use crate::herdr::{self, CallError, Message, TabInfo};
-use crate::labels;
-use crate::log::{quote, utc_timestamp};
+use crate::labels::{self, Status};
+use crate::log::{quote, shown, utc_timestamp};
 use crate::paths::Paths;
 use crate::resync::{Rename, Settings, Tab, Tracker};
 use crate::state::{self, Clock, State};
@@ -102,10 +102,23 @@ pub fn off(paths: &Paths, every_tab: bool) -> Result<u8, Error> {
     let daemon_restored = daemon_ran && state.tabs.is_empty();
     write_state(paths, &tracker, true, clock)?;
     drop(lock);
-    let n = restored?;
     let what = if every_tab { "icons removed" } else { "off" };
+    let n = match restored {
+        Ok(n) => n,
+        Err(error) => {
+            complain!("{error}");
+            let left = tracker.tabs.values().count();
+            if left > 0 {
+                complain!(
+                    "cowbell: {what}, but {} not back yet; they stay in state.json, and `cowbell off` or the next server start gives them back",
+                    tab_names(left)
+                );
+            }
+            return Ok(error.exit_code());
+        }
+    };
     match (daemon_restored, n) {
-        (false, n) => say!("cowbell: {what}; {n} tab names restored"),
+        (false, n) => say!("cowbell: {what}; {} restored", tab_names(n)),
         (true, 0) => say!("cowbell: {what}; the daemon gave the names back"),
         (true, n) => {
             say!("cowbell: {what}; the daemon gave the names back, and this command {n} more")
@@ -129,8 +142,19 @@ fn finish_restore(paths: &Paths, lock: Lock) -> Result<u8, Error> {
     write_state(paths, &tracker, state.off, clock)?;
     drop(lock);
     let n = restored?;
-    say!("cowbell: {n} tab names restored that an earlier stop could not give back");
+    say!(
+        "cowbell: {} restored that an earlier stop could not give back",
+        tab_names(n)
+    );
     Ok(0)
+}
+
+fn tab_names(n: usize) -> String {
+    if n == 1 {
+        "1 tab name".to_string()
+    } else {
+        format!("{n} tab names")
+    }
 }
 
 /// Stops a running daemon, which restores names and records the off flag
@@ -189,13 +213,18 @@ fn restore(paths: &Paths, tracker: &mut Tracker, every_tab: bool) -> Result<usiz
 
 /// One resync in the foreground (for scripts, and hosts without a daemon).
 pub fn sync(paths: &Paths) -> Result<u8, Error> {
+    // Said here too, as the daemon only logs them.
+    let loaded = config::load(&paths.config_file);
+    for problem in &loaded.problems {
+        complain!("cowbell: {}", problem.message);
+    }
     // A running daemon keeps the state: ask it to resync instead.
     let lock = match daemon::signal_daemon(paths, libc::SIGHUP)
         .map_err(at_pidfile(paths, "signalling the daemon"))?
     {
         Reached::Free(lock) => lock,
         Reached::Signalled => {
-            say!("cowbell: the daemon resyncs");
+            say!("cowbell: the daemon reloads the configuration and resyncs");
             return Ok(0);
         }
     };
@@ -203,10 +232,6 @@ pub fn sync(paths: &Paths) -> Result<u8, Error> {
     if state.off {
         complain!("cowbell: off for this server; `cowbell on` turns it back on");
         return Ok(0);
-    }
-    let loaded = config::load(&paths.config_file);
-    for problem in &loaded.problems {
-        complain!("cowbell: {}", problem.message);
     }
     // One resync and exit: no spinner to turn.
     let config = config::Config {
@@ -276,7 +301,7 @@ fn send_renames<'a>(
                 unfinished.tabs.push(&rename.tab_id);
             }
             Err(error) => {
-                complain!("cowbell: {doing} {}: {error}", rename.tab_id);
+                complain!("cowbell: {doing} {}: {error}", shown(&rename.tab_id));
                 unfinished.tabs.push(&rename.tab_id);
                 unfinished.why.get_or_insert(error.to_string());
                 // Only a timeout costs time (a refused or dropped
@@ -383,6 +408,8 @@ struct StatusReport {
     state_dir: String,
     /// Why state.json could not be read, when it could not.
     state_problem: Option<String>,
+    /// While off: tabs whose name an earlier stop could not give back yet.
+    names_to_give_back: usize,
     config_file: String,
     config_problems: Vec<String>,
     tabs: Vec<TabStatus>,
@@ -408,7 +435,15 @@ pub fn status(paths: &Paths, as_json: bool) -> Result<u8, Error> {
                 tab_id: tab.tab_id.clone(),
                 label: tab.label.clone(),
                 base: entry.map(|e| e.base.clone()),
-                status: tab.agent_status.clone().unwrap_or_else(|| "unknown".into()),
+                // As the daemon reads it: a status herdr may add later is
+                // unknown, and nothing raw reaches the terminal.
+                status: tab
+                    .agent_status
+                    .as_deref()
+                    .and_then(Status::from_name)
+                    .unwrap_or(Status::Unknown)
+                    .name()
+                    .to_string(),
                 tracked: entry.is_some(),
                 fights: entry.map_or(0, |e| e.fights_total),
                 cooldown_until: entry
@@ -427,6 +462,7 @@ pub fn status(paths: &Paths, as_json: bool) -> Result<u8, Error> {
         off: state.off,
         state_dir: paths.server_dir.display().to_string(),
         state_problem,
+        names_to_give_back: if state.off { state.tabs.len() } else { 0 },
         config_file: paths.config_file.display().to_string(),
         config_problems: loaded.problems.iter().map(|p| p.message.clone()).collect(),
         tabs: tab_rows,
@@ -485,6 +521,16 @@ fn summary_line(report: &StatusReport) -> String {
     if !report.config_problems.is_empty() {
         let _ = write!(line, ", {} config problems", report.config_problems.len());
     }
+    if report.state_problem.is_some() {
+        line.push_str(", state.json unusable");
+    }
+    if report.names_to_give_back > 0 {
+        let _ = write!(
+            line,
+            ", {} not given back yet",
+            tab_names(report.names_to_give_back)
+        );
+    }
     if !report.server_reachable {
         line.push_str(", herdr unreachable");
     }
@@ -518,6 +564,13 @@ fn status_text(report: &StatusReport, summary: &str) -> String {
     if let Some(problem) = &report.state_problem {
         let _ = writeln!(text, "  problem: {problem}");
     }
+    if report.names_to_give_back > 0 {
+        let _ = writeln!(
+            text,
+            "  {} not given back yet (herdr was away): `cowbell off` gives them back, as does the next server start",
+            tab_names(report.names_to_give_back)
+        );
+    }
     let _ = writeln!(text, "config: {}", report.config_file);
     for problem in &report.config_problems {
         let _ = writeln!(text, "  problem: {problem}");
@@ -532,7 +585,7 @@ fn status_text(report: &StatusReport, summary: &str) -> String {
         let _ = write!(
             text,
             "  {:<8} {:<10} {} {base}",
-            tab.tab_id,
+            shown(&tab.tab_id),
             tab.status,
             quote(&tab.label)
         );

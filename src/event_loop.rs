@@ -34,7 +34,7 @@ const IDLE_EXIT: Duration = Duration::from_secs(120);
 const HEARTBEAT: Duration = Duration::from_secs(60);
 /// How long a stop may take to restore names before giving up.
 const STOP_GRACE: Duration = Duration::from_secs(10);
-/// After a failed request, the resync that tries again.
+/// After a failed request, the resync that tries again (see `retry_later`).
 const RETRY: Duration = Duration::from_secs(1);
 /// Requests open at once; herdr serves each on its own connection.
 const MAX_IN_FLIGHT: usize = 16;
@@ -274,6 +274,10 @@ pub struct EventLoop {
     spinner_deadline: Option<Instant>,
     cooldown_deadline: Option<Instant>,
     retry_deadline: Option<Instant>,
+    /// Retries scheduled since the last resync without a failed request,
+    /// and whether a request of the running resync failed.
+    failed_tries: u32,
+    resync_failed: bool,
     plugin_check_deadline: Option<Instant>,
     /// Until then, answers to requests are not polled (`HEARTBEAT_GATHER`).
     gather_deadline: Option<Instant>,
@@ -351,6 +355,8 @@ impl EventLoop {
             spinner_deadline: None,
             cooldown_deadline: None,
             retry_deadline: None,
+            failed_tries: 0,
+            resync_failed: false,
             plugin_check_deadline: None,
             gather_deadline: None,
             resubscribe_deadline: None,
@@ -1275,7 +1281,7 @@ impl EventLoop {
         match purpose {
             Purpose::ListTabs { restore: false } => {
                 self.resync_running = false;
-                self.retry_deadline.get_or_insert(now + RETRY);
+                self.retry_later(now);
             }
             Purpose::ListTabs { restore: true } if !self.connected => {
                 // Tried while the daemon had no connection: no herdr after
@@ -1308,14 +1314,28 @@ impl EventLoop {
             Purpose::Rename { restore: false, .. } => {
                 // Look again soon: herdr may have applied it after all, or
                 // may answer the next time.
-                self.retry_deadline.get_or_insert(now + RETRY);
+                self.retry_later(now);
                 self.rename_done(now);
             }
             Purpose::ListPanes => {
                 self.panes_wanted = true;
-                self.retry_deadline.get_or_insert(now + RETRY);
+                self.retry_later(now);
             }
             Purpose::ListPlugins => {}
+        }
+    }
+
+    /// A resync to try again what failed: 1 s later for the first few
+    /// tries (a passing hiccup), then twice as long each time up to 30 s,
+    /// so a request herdr refuses for good costs a log line every 30 s
+    /// rather than every second.
+    fn retry_later(&mut self, now: Instant) {
+        self.resync_failed = true;
+        if self.retry_deadline.is_none() {
+            let doublings = self.failed_tries.saturating_sub(3).min(5);
+            let wait = (RETRY * (1 << doublings)).min(BACKOFF_MAX);
+            self.retry_deadline = Some(now + wait);
+            self.failed_tries += 1;
         }
     }
 
@@ -1342,6 +1362,9 @@ impl EventLoop {
             return;
         }
         self.resync_running = false;
+        if !std::mem::take(&mut self.resync_failed) {
+            self.failed_tries = 0;
+        }
         // Before the save: into a state directory that is no longer this
         // daemon's, it would overwrite an `off` recorded there meanwhile.
         self.check_pidfile(now);
@@ -1472,7 +1495,9 @@ fn describe_note(note: &Note) -> String {
             )
         }
         Note::Fight { tab_id, recent } => {
-            format!("{tab_id}: another renamer undid cowbell's rename ({recent} recently)")
+            format!(
+                "{tab_id}: renamed again soon after cowbell's rename: a fight ({recent} recently)"
+            )
         }
         Note::Cooldown { tab_id, seconds } => {
             format!("{tab_id}: rename fight; leaving the tab alone for {seconds} s")

@@ -170,6 +170,16 @@ pub fn quote(text: &str) -> String {
     quoted
 }
 
+/// An id as it appears in messages: as it is, unless it holds a control
+/// character (herdr's ids never do, but a message must not carry one).
+pub fn shown(id: &str) -> std::borrow::Cow<'_, str> {
+    if id.chars().any(is_control) {
+        std::borrow::Cow::Owned(quote(id))
+    } else {
+        std::borrow::Cow::Borrowed(id)
+    }
+}
+
 /// `quote` for what a person wrote (a config key or value): past 40
 /// characters it is cut, with `...` after the closing quote, so one long
 /// string cannot flood a message.

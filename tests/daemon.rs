@@ -1407,3 +1407,90 @@ fn a_stop_with_renames_still_queued_sends_none_of_them() {
         cb.expect_label(tab, name, SECOND);
     }
 }
+
+/// `off` with herdr away turns cowbell off and keeps the names for later:
+/// it must say so, not only that herdr could not be reached; `status`
+/// shows the names still to give back.
+#[test]
+fn off_with_herdr_away_says_where_the_names_are() {
+    let mut cb = Cowbell::new();
+    let (tab, pane) = cb.tab(Some("api"));
+    cb.herdr.set_status(&pane, "blocked");
+    cb.startup();
+    cb.wait_for_daemon(2 * SECOND);
+    cb.expect_label(&tab, "🔴 api", 2 * SECOND);
+    cb.wait_state_saved(&[&tab]);
+    cb.herdr.stop();
+    let off = cb.run(&["off"]);
+    assert_eq!(off.status.code(), Some(3), "{}", off.stderr);
+    assert!(
+        off.stderr
+            .contains("cowbell: off, but 1 tab name not back yet; they stay in state.json"),
+        "{}",
+        off.stderr
+    );
+    let status = cb.run(&["status"]);
+    assert!(
+        status.stdout.contains("1 tab name not given back yet")
+            && status
+                .stdout
+                .contains("; 0 of 0 tabs tracked, 1 tab name not given back"),
+        "{}",
+        status.stdout
+    );
+    let json = cb.run(&["status", "--json"]);
+    assert!(
+        json.stdout.contains("\"names_to_give_back\":1"),
+        "{}",
+        json.stdout
+    );
+}
+
+/// The README says to run `cowbell sync` after editing the config: with a
+/// daemon running, its problems must reach the person too, not only the log.
+#[test]
+fn sync_with_a_daemon_reports_the_config_problems() {
+    let cb = Cowbell::new();
+    cb.tab(Some("api"));
+    cb.startup();
+    cb.wait_for_daemon(2 * SECOND);
+    cb.write_config(r#"{"preset":"asci"}"#);
+    let sync = cb.run(&["sync"]);
+    assert!(sync.status.success(), "{}", sync.stderr);
+    assert!(sync.stderr.contains("\"asci\""), "{}", sync.stderr);
+    assert_eq!(
+        sync.stdout.trim(),
+        "cowbell: the daemon reloads the configuration and resyncs"
+    );
+}
+
+#[test]
+fn status_keeps_control_characters_from_herdr_off_the_terminal() {
+    let cb = Cowbell::new();
+    cb.tab(Some("api"));
+    let line = "{\"id\":\"x\",\"result\":{\"type\":\"tab_list\",\"tabs\":[{\"tab_id\":\"w1:t1\\u001b]0;pwned\\u0007\\u001b[2J\",\"workspace_id\":\"w1\",\"number\":1,\"label\":\"api\",\"focused\":true,\"pane_count\":1,\"agent_status\":\"idle\\u001b[31m\"}]}}\n";
+    cb.herdr.answer_raw("tab.list", 1, line.as_bytes());
+    let status = cb.run(&["status"]);
+    assert!(!status.stdout.contains('\u{1b}'), "{:?}", status.stdout);
+    assert!(status.stdout.contains(" unknown "), "{:?}", status.stdout);
+}
+
+/// A rename herdr refuses for good is tried again, but less and less
+/// often: not a resync and a log line every second for ever.
+#[test]
+fn a_rename_refused_for_good_is_tried_less_and_less_often() {
+    let cb = Cowbell::new();
+    let (_, pane) = cb.tab(Some("api"));
+    cb.herdr.set_status(&pane, "blocked");
+    cb.herdr.fail_next_renames(1_000_000);
+    cb.startup();
+    cb.wait_for_daemon(2 * SECOND);
+    std::thread::sleep(15 * SECOND);
+    // Tries at 0, 1, 2, 3, 4, 6, 10 s; every second would be 16.
+    let tries = cb.herdr.requests_of("tab.rename").len();
+    assert!(
+        (5..=9).contains(&tries),
+        "{tries} tries in 15 s\n{}",
+        cb.log()
+    );
+}
