@@ -488,6 +488,21 @@ pub fn status(paths: &Paths, as_json: bool) -> Result<u8, Error> {
     Ok(if report.server_reachable { 0 } else { 3 })
 }
 
+/// herdr shows nothing a menu action prints: an action that failed says so
+/// where the person looks. Not when herdr itself was the problem, which
+/// would only make the person wait for a second failure.
+pub fn notify_action_failure(paths: &Paths, error: &Error) {
+    if std::env::var_os("HERDR_PLUGIN_ACTION_ID").is_none() || matches!(error, Error::Herdr { .. })
+    {
+        return;
+    }
+    let _ = herdr::call(
+        &paths.socket,
+        "notification.show",
+        &herdr::notification_params("cowbell", &error.to_string()),
+    );
+}
+
 fn list_tab_infos(paths: &Paths) -> Result<Vec<TabInfo>, Error> {
     check_socket(paths)?;
     match herdr::call(&paths.socket, "tab.list", "{}").map_err(Error::herdr(server_what(paths)))? {

@@ -101,6 +101,9 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(error) => {
             complain!("{error}");
+            if let Ok(paths) = &paths {
+                commands::notify_action_failure(paths, &error);
+            }
             ExitCode::from(error.exit_code())
         }
     }

@@ -1494,3 +1494,23 @@ fn a_rename_refused_for_good_is_tried_less_and_less_often() {
         cb.log()
     );
 }
+
+/// herdr shows nothing a menu action prints: an action that fails (here
+/// the state directory is a file) shows why as a herdr notification.
+#[test]
+fn a_failed_action_says_why_in_herdr() {
+    let cb = Cowbell::new();
+    cb.tab(Some("api"));
+    let _ = std::fs::remove_dir_all(&cb.state_dir);
+    std::fs::write(&cb.state_dir, b"not a directory").unwrap();
+    let outcome = cb.action("off");
+    assert_eq!(outcome.status.code(), Some(1), "{}", outcome.stderr);
+    let notes = cb.herdr.notifications();
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    let body = notes[0].body.as_deref().unwrap_or("");
+    assert!(
+        body.starts_with("cowbell: ") && outcome.stderr.contains(body),
+        "{notes:?}\n{}",
+        outcome.stderr
+    );
+}
