@@ -106,14 +106,22 @@ pub fn off(paths: &Paths, every_tab: bool) -> Result<u8, Error> {
     let n = match restored {
         Ok(n) => n,
         Err(error) => {
-            complain!("{error}");
+            // One line: what failed, and that cowbell is off all the same.
             let left = tracker.tabs.values().count();
-            if left > 0 {
-                complain!(
-                    "cowbell: {what}, but {} not back yet; they stay in state.json, and `cowbell off` or the next server start gives them back",
+            let kept = if left > 0 {
+                format!(
+                    "; {} not back yet, kept in state.json for `cowbell off` or the next server start",
                     tab_names(left)
-                );
-            }
+                )
+            } else {
+                String::new()
+            };
+            let what = if every_tab {
+                "off, but no icon was removed"
+            } else {
+                "off"
+            };
+            complain!("{error}; cowbell is {what}{kept}");
             return Ok(error.exit_code());
         }
     };
@@ -121,7 +129,10 @@ pub fn off(paths: &Paths, every_tab: bool) -> Result<u8, Error> {
         (false, n) => say!("cowbell: {what}; {} restored", tab_names(n)),
         (true, 0) => say!("cowbell: {what}; the daemon gave the names back"),
         (true, n) => {
-            say!("cowbell: {what}; the daemon gave the names back, and this command {n} more")
+            say!(
+                "cowbell: {what}; the daemon gave the names back, and this command {} more",
+                tab_names(n)
+            )
         }
     }
     Ok(0)
@@ -243,8 +254,10 @@ pub fn sync(paths: &Paths) -> Result<u8, Error> {
     let mut tracker = state::to_tracker(&state, clock, &settings.timing);
     let tabs = list_tabs(paths)?;
     let plan = tracker.resync(&tabs, &settings, clock.mono);
-    // As the daemon does: new tabs are known before their icons go on.
-    if plan.new_tabs > 0 && !plan.renames.is_empty() {
+    // Every label is saved as pending before it goes out: killed in
+    // between, the next run knows it for its own (see `TabRecord::is_own`
+    // for why sync does not guess as a starting daemon does).
+    if !plan.renames.is_empty() {
         write_state(paths, &tracker, false, clock)?;
     }
     let mut applied = Vec::new();
@@ -582,7 +595,7 @@ fn status_text(report: &StatusReport, summary: &str) -> String {
     if report.names_to_give_back > 0 {
         let _ = writeln!(
             text,
-            "  {} not given back yet (herdr was away): `cowbell off` gives them back, as does the next server start",
+            "  {} not given back yet (an earlier stop could not rename them): `cowbell off` gives them back, as does the next server start",
             tab_names(report.names_to_give_back)
         );
     }

@@ -329,7 +329,8 @@ impl EventLoop {
         if let Some(warning) = warning {
             log.line_fmt(format_args!("state: {warning}"));
         }
-        let tracker = state::to_tracker(&saved, clock, &durations.fight_timing);
+        let mut tracker = state::to_tracker(&saved, clock, &durations.fight_timing);
+        tracker.read_back_at_start();
         EventLoop {
             paths,
             lock,
@@ -728,6 +729,7 @@ impl EventLoop {
         } else {
             self.resync_running = true;
             self.resync_wanted = false;
+            self.resync_failed = false;
             self.queue.push_back(Purpose::ListTabs { restore: false });
         }
     }
@@ -917,6 +919,7 @@ impl EventLoop {
         }
         self.connected = true;
         self.refusal = None;
+        self.failed_tries = 0;
         self.backoff = self.durations.backoff_first;
         self.status_backoff = self.durations.backoff_first;
         self.idle_exit_deadline = None;

@@ -337,7 +337,6 @@ pub fn to_tracker(state: &State, clock: Clock, timing: &Timing) -> Tracker {
                 .unwrap_or_else(|| entry.base.clone()),
             auto_named: entry.auto_named,
             fight,
-            from_disk: true,
             ..TabRecord::default()
         };
         // Sent by a process that ended before herdr's answer: if the tab

@@ -1424,8 +1424,9 @@ fn off_with_herdr_away_says_where_the_names_are() {
     let off = cb.run(&["off"]);
     assert_eq!(off.status.code(), Some(3), "{}", off.stderr);
     assert!(
-        off.stderr
-            .contains("cowbell: off, but 1 tab name not back yet; they stay in state.json"),
+        off.stderr.contains(
+            "; cowbell is off; 1 tab name not back yet, kept in state.json for `cowbell off`"
+        ),
         "{}",
         off.stderr
     );
@@ -1513,4 +1514,62 @@ fn a_failed_action_says_why_in_herdr() {
         "{notes:?}\n{}",
         outcome.stderr
     );
+}
+
+/// `remove-icons` with herdr away removes no icon: it must not say so.
+#[test]
+fn remove_icons_with_herdr_away_does_not_say_icons_removed() {
+    let mut cb = Cowbell::new();
+    let (tab, pane) = cb.tab(Some("api"));
+    cb.herdr.set_status(&pane, "blocked");
+    cb.startup();
+    cb.wait_for_daemon(2 * SECOND);
+    cb.expect_label(&tab, "🔴 api", 2 * SECOND);
+    cb.wait_state_saved(&[&tab]);
+    cb.herdr.stop();
+    let out = cb.run(&["remove-icons"]);
+    assert_eq!(out.status.code(), Some(3), "{}", out.stderr);
+    assert!(!out.stderr.contains("icons removed, but"), "{}", out.stderr);
+}
+
+/// `remove-icons` with herdr away and nothing in state.json: cowbell is now
+/// off, and it must say so, not only that herdr could not be reached.
+#[test]
+fn remove_icons_with_herdr_away_and_no_state_says_it_is_off() {
+    let mut cb = Cowbell::new();
+    cb.tab(Some("api"));
+    cb.herdr.stop();
+    let out = cb.run(&["remove-icons"]);
+    let status = cb.run(&["status"]);
+    assert!(
+        status.stdout.starts_with("cowbell off"),
+        "{}",
+        status.stdout
+    );
+    assert!(
+        out.stderr.contains("off") || out.stdout.contains("off"),
+        "turned off without a word:\nstdout: {}\nstderr: {}",
+        out.stdout,
+        out.stderr
+    );
+}
+
+/// A pane whose events never arrived (a reader that fell behind loses
+/// them) shows in `tab.list`'s pane counts: the next resync lists the panes
+/// and subscribes to it.
+#[test]
+fn a_pane_whose_events_were_lost_is_subscribed_after_the_next_resync() {
+    let cb = Cowbell::with(Options::immediate(), 1.0);
+    let (api, _) = cb.tab(Some("api"));
+    let (web, web_pane) = cb.tab(Some("web"));
+    cb.herdr.set_status(&web_pane, "idle");
+    cb.startup();
+    cb.wait_for_daemon(2 * SECOND);
+    cb.expect_steady(&api, "api", Duration::from_millis(500));
+    let quiet = cb.herdr.add_pane_unannounced(&api, "idle");
+    cb.herdr.set_status(&web_pane, "working");
+    cb.expect_label(&web, "🟡 web", SECOND);
+    std::thread::sleep(Duration::from_millis(500));
+    cb.herdr.set_status(&quiet, "blocked");
+    cb.expect_label(&api, "🔴 api", 2 * SECOND);
 }

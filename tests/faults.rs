@@ -2879,3 +2879,34 @@ fn a_daemon_killed_after_a_status_rename_keeps_an_auto_named_tab_auto_named() {
         cb.log()
     );
 }
+
+/// The retry's backoff starts over at the first resync without a failed
+/// request, also after a run of failed `tab.list`s (which never finish a
+/// resync): the next one-off failure is tried again a second later.
+#[test]
+fn a_clean_resync_after_failed_lists_resets_the_backoff() {
+    let mut s = scene();
+    let pid = s.pid();
+    s.cb.herdr.set_silent_method(Some("tab.list"));
+    s.poke();
+    // Lists time out at about 2, 5, 8, 11, 14 and 18 s (retries 1 s, then 2, 4 s).
+    std::thread::sleep(Duration::from_secs(19));
+    s.cb.herdr.set_silent_method(None);
+    // The retry at about 22 s lists, renames, and succeeds.
+    s.icons_within(6 * SECOND);
+    std::thread::sleep(SECOND);
+    // One refused rename: tried again a second later, as any first failure.
+    s.cb.herdr.fail_next_renames(1);
+    s.poke();
+    let at = Instant::now();
+    let ok =
+        s.cb.herdr
+            .wait_until(15 * SECOND, |snap| s.names.icon_mismatches(snap).is_empty());
+    let took = at.elapsed();
+    assert!(
+        ok && took <= CLEAR + SECOND,
+        "icons back after {took:?}\n{}",
+        s.cb.log()
+    );
+    s.still_well(pid);
+}

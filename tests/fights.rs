@@ -1448,3 +1448,29 @@ fn a_stripper_is_caught_when_the_answers_to_cowbells_renames_are_lost() {
         cb.log()
     );
 }
+
+/// A host without a daemon runs `sync`; another plugin (herdr-bar) writes
+/// its own status icon over cowbell's after every sync. That is a fight like
+/// any other and must end in a cool-down (sync must not take "🟡 api" for
+/// a label it left itself, as a starting daemon does).
+#[test]
+fn sync_against_an_icon_writing_plugin_is_a_fight() {
+    let cb = Cowbell::new();
+    let (tab, pane) = cb.tab(Some("api"));
+    cb.herdr.set_status(&pane, "blocked");
+    for _ in 0..6 {
+        let out = cb.run(&["sync"]);
+        assert!(out.status.success(), "{}", out.stderr);
+        if cb.herdr.label(&tab) != "🔴 api" {
+            break; // cowbell left the tab alone: a cool-down
+        }
+        cb.herdr.rename_tab(&tab, "🟡 api");
+    }
+    let entry = state_entry(&cb, &tab).expect("tracked");
+    assert!(
+        entry_u64(&entry, "fights_total") >= Some(3)
+            && entry_u64(&entry, "cooldown_until_ms").is_some(),
+        "no fight seen after six syncs: {}",
+        show(&entry)
+    );
+}

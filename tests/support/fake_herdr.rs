@@ -1746,6 +1746,22 @@ impl FakeHerdr {
         })
     }
 
+    /// A pane whose `pane_created` and `pane_agent_detected` never reach
+    /// any subscriber (a lifecycle reader that fell behind and lost them):
+    /// the agent "testbot" already reports `state` in it.
+    #[allow(dead_code)]
+    pub fn add_pane_unannounced(&self, tab_id: &str, state: &'static str) -> String {
+        self.with(|s| {
+            let at = tab_at(s, tab_id);
+            let mut pane = s.new_pane(at.0);
+            pane.agent = Some("testbot".to_string());
+            pane.state = state;
+            let id = pane.id.clone();
+            s.model.tab_mut(at).panes.push(pane);
+            id
+        })
+    }
+
     /// Closes a pane; closing a tab's last pane closes the tab.
     pub fn close_pane(&self, pane_id: &str) {
         self.with(|s| {
