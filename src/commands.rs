@@ -97,34 +97,29 @@ pub fn off(paths: &Paths, every_tab: bool) -> Result<u8, Error> {
     let mut tracker = state::to_tracker(&state, clock, &Timing::REAL);
     // With the remembered names lost, taking the icons off every tab is the
     // nearest thing to giving the names back.
-    let restored = restore(paths, &mut tracker, every_tab || lost);
+    let (n, failure) = restore(paths, &mut tracker, every_tab || lost);
     // What a daemon could not give back, it left in state.json.
     let daemon_restored = daemon_ran && state.tabs.is_empty();
     write_state(paths, &tracker, true, clock)?;
     drop(lock);
-    let what = if every_tab { "icons removed" } else { "off" };
-    let n = match restored {
-        Ok(n) => n,
-        Err(error) => {
-            // One line: what failed, and that cowbell is off all the same.
-            let left = tracker.tabs.values().count();
-            let kept = if left > 0 {
-                format!(
-                    "; {} not back yet, kept in state.json for `cowbell off` or the next server start",
-                    tab_names(left)
-                )
-            } else {
-                String::new()
-            };
-            let what = if every_tab {
-                "off, but no icon was removed"
-            } else {
-                "off"
-            };
-            complain!("{error}; cowbell is {what}{kept}");
-            return Ok(error.exit_code());
+    if let Some(error) = failure {
+        // One line: what failed, and that cowbell is off all the same.
+        let mut line = format!("{error}; cowbell is off");
+        if n > 0 {
+            let _ = write!(line, "; {} restored", tab_names(n));
         }
-    };
+        let left = tracker.tabs.values().count();
+        if left > 0 {
+            let _ = write!(
+                line,
+                "; {} not back yet, kept in state.json for `cowbell off` or the next server start",
+                tab_names(left)
+            );
+        }
+        complain!("{line}");
+        return Ok(error.exit_code());
+    }
+    let what = if every_tab { "icons removed" } else { "off" };
     match (daemon_restored, n) {
         (false, n) => say!("cowbell: {what}; {} restored", tab_names(n)),
         (true, 0) => say!("cowbell: {what}; the daemon gave the names back"),
@@ -149,10 +144,12 @@ fn finish_restore(paths: &Paths, lock: Lock) -> Result<u8, Error> {
     }
     let clock = Clock::now();
     let mut tracker = state::to_tracker(&state, clock, &Timing::REAL);
-    let restored = restore(paths, &mut tracker, false);
+    let (n, failure) = restore(paths, &mut tracker, false);
     write_state(paths, &tracker, state.off, clock)?;
     drop(lock);
-    let n = restored?;
+    if let Some(error) = failure {
+        return Err(error);
+    }
     say!(
         "cowbell: {} restored that an earlier stop could not give back",
         tab_names(n)
@@ -186,15 +183,18 @@ fn stop_daemon(paths: &Paths) -> Result<daemon::Stopped, Error> {
 
 /// Gives back the names of the tabs `tracker` still tracks (after a crash,
 /// or with no daemon), and with `every_tab` strips a leading icon from
-/// every other tab too. Returns how many tabs were renamed; the tabs whose
-/// rename failed stay in `tracker` for the next try.
-fn restore(paths: &Paths, tracker: &mut Tracker, every_tab: bool) -> Result<usize, Error> {
+/// every other tab too. Returns how many tabs were renamed, and what went
+/// wrong if some were not; those stay in `tracker` for the next try.
+fn restore(paths: &Paths, tracker: &mut Tracker, every_tab: bool) -> (usize, Option<Error>) {
     if tracker.tabs.is_empty() && !every_tab {
-        return Ok(0);
+        return (0, None);
     }
     let config = config::load(&paths.config_file).config;
     let labeler = config.labeler();
-    let tabs = list_tabs(paths)?;
+    let tabs = match list_tabs(paths) {
+        Ok(tabs) => tabs,
+        Err(error) => return (0, Some(error)),
+    };
     let renames = tracker.restore_plan(&tabs, &labeler, every_tab, Instant::now());
     let mut restored = 0;
     let unfinished = send_renames(paths, &renames, "restoring", &mut |_| restored += 1);
@@ -213,13 +213,11 @@ fn restore(paths: &Paths, tracker: &mut Tracker, every_tab: bool) -> Result<usiz
     tracker
         .tabs
         .retain(&mut |id, _| unfinished.tabs.contains(&id));
-    match unfinished.why {
-        Some(why) => Err(Error::Herdr {
-            what: "restoring tab names".into(),
-            why,
-        }),
-        None => Ok(restored),
-    }
+    let failure = unfinished.why.map(|why| Error::Herdr {
+        what: "restoring tab names".into(),
+        why,
+    });
+    (restored, failure)
 }
 
 /// One resync in the foreground (for scripts, and hosts without a daemon).
@@ -252,13 +250,22 @@ pub fn sync(paths: &Paths) -> Result<u8, Error> {
     let settings = Settings::from_config(&config, Timing::REAL, 1);
     let clock = Clock::now();
     let mut tracker = state::to_tracker(&state, clock, &settings.timing);
+    // A daemon killed after herdr applied its rename but before its save
+    // left labels state.json does not know: know them for cowbell's, as a
+    // starting daemon does. (Not every time: run again and again, sync
+    // would then never see a plugin that writes its own status icon over
+    // cowbell's as a fight.)
+    if lock.after_a_crash() {
+        tracker.read_back_at_start();
+    }
     let tabs = list_tabs(paths)?;
     let plan = tracker.resync(&tabs, &settings, clock.mono);
     // Every label is saved as pending before it goes out: killed in
-    // between, the next run knows it for its own (see `TabRecord::is_own`
-    // for why sync does not guess as a starting daemon does).
+    // between, the next run knows it for its own. A save that fails here
+    // fails again below, where it is said; the renames go out all the
+    // same, as the daemon's do.
     if !plan.renames.is_empty() {
-        write_state(paths, &tracker, false, clock)?;
+        let _ = write_state(paths, &tracker, false, clock);
     }
     let mut applied = Vec::new();
     let unfinished = send_renames(paths, &plan.renames, "renaming", &mut |rename| {

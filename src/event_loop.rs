@@ -1167,11 +1167,7 @@ impl EventLoop {
         // A pane created or closed without its event reaching us
         // (a slow reader loses events) shows in the pane counts.
         let listed_panes: u64 = infos.iter().filter_map(|t| t.pane_count).sum();
-        let listing = self.queue.contains(&Purpose::ListPanes)
-            || self
-                .in_flight
-                .iter()
-                .any(|p| p.purpose == Purpose::ListPanes);
+        let listing = self.listing_panes();
         // (Not while a refused subscription waits out its backoff:
         // its timer lists the panes again.)
         if listed_panes != self.subscribed_panes.count as u64
@@ -1353,6 +1349,14 @@ impl EventLoop {
         }
     }
 
+    fn listing_panes(&self) -> bool {
+        self.queue.contains(&Purpose::ListPanes)
+            || self
+                .in_flight
+                .iter()
+                .any(|p| p.purpose == Purpose::ListPanes)
+    }
+
     fn rename_done(&mut self, now: Instant) {
         if self.renames_outstanding > 0 {
             self.renames_outstanding -= 1;
@@ -1365,7 +1369,9 @@ impl EventLoop {
             return;
         }
         self.resync_running = false;
-        if !std::mem::take(&mut self.resync_failed) {
+        // A pane list still out may fail yet: it runs beside the resync,
+        // and one that keeps failing must back off too.
+        if !std::mem::take(&mut self.resync_failed) && !self.listing_panes() {
             self.failed_tries = 0;
         }
         // Before the save: into a state directory that is no longer this

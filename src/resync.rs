@@ -113,9 +113,8 @@ impl TabRecord {
     /// renamer stripping the icon off a tab cowbell once showed plain).
     /// At a daemon's first look after its start, so is any label cowbell
     /// would write for the base: a daemon killed after herdr applied its
-    /// rename but before it saved left one there. (`sync` saves before it
-    /// renames instead: run again and again, it would never see a plugin
-    /// that writes its own status icon over cowbell's as a fight.)
+    /// rename but before it saved left one there. (`sync` looks so only
+    /// after such a crash, and saves before it renames.)
     fn is_own(&self, label: &str, settings: &Settings, now: Instant) -> bool {
         let newest = self.sent.last().is_some_and(|sent| sent.label == label);
         let unechoed = self.sent.iter().any(|sent| {

@@ -1573,3 +1573,29 @@ fn a_pane_whose_events_were_lost_is_subscribed_after_the_next_resync() {
     cb.herdr.set_status(&quiet, "blocked");
     cb.expect_label(&api, "🔴 api", 2 * SECOND);
 }
+
+/// remove-icons that removed some icons before one rename failed says
+/// how many it did remove.
+#[test]
+fn remove_icons_that_removed_some_does_not_say_none() {
+    let cb = Cowbell::new();
+    let (api, _) = cb.tab(Some("api"));
+    let (docs, _) = cb.tab(Some("docs"));
+    cb.herdr.rename_tab(&api, "🔴 api");
+    cb.herdr.rename_tab(&docs, "🔵 docs");
+    // The first rename gets garbage for an answer; the second goes through.
+    cb.herdr.answer_raw("tab.rename", 1, b"garbage\n");
+    let out = cb.run(&["remove-icons"]);
+    let labels = [cb.herdr.label(&api), cb.herdr.label(&docs)];
+    let removed = labels
+        .iter()
+        .filter(|l| !l.starts_with('🔴') && !l.starts_with('🔵'))
+        .count();
+    assert_eq!(removed, 1, "{labels:?}");
+    assert!(
+        out.stderr
+            .contains("; cowbell is off; 1 tab name restored; 1 tab name not back yet"),
+        "{labels:?}\n{}",
+        out.stderr
+    );
+}

@@ -2910,3 +2910,97 @@ fn a_clean_resync_after_failed_lists_resets_the_backoff() {
     );
     s.still_well(pid);
 }
+
+/// A `pane.list` herdr never answers (while `tab.list` answers at once)
+/// backs off like any other request refused for good, although each
+/// retry's resync finishes clean before the pane list times out.
+#[test]
+fn a_pane_list_that_never_answers_backs_off() {
+    let s = scene();
+    let pid = s.pid();
+    s.cb.herdr.set_silent_method(Some("pane.list"));
+    s.cb.herdr.add_pane(&s.tabs[0]);
+    std::thread::sleep(Duration::from_secs(21));
+    let from = s.cb.herdr.request_count();
+    std::thread::sleep(Duration::from_secs(15));
+    let lists =
+        s.cb.herdr
+            .requests_since(from)
+            .iter()
+            .filter(|r| r.method == "pane.list")
+            .count();
+    s.cb.herdr.set_silent_method(None);
+    // Backing off: by 21 s the waits are 4 s and more (at most 3 tries
+    // between 21 and 36 s). Without: one every 3 s, 5 of them.
+    assert!(
+        lists <= 3,
+        "{lists} pane.lists from 21 to 36 s\n{}",
+        s.cb.log()
+    );
+    s.still_well(pid);
+}
+
+/// `sync` in a state directory it cannot write puts the icons on all the
+/// same, as the daemon does (see the test above).
+#[test]
+fn sync_in_a_read_only_state_directory_renames_like_the_daemon() {
+    let Some((cb, names, _panes)) = nobody_scene() else {
+        return;
+    };
+    let dir = server_dir_of(&cb);
+    std::fs::create_dir_all(&dir).unwrap();
+    chmod(&dir, 0o755);
+    for file in ["cowbell.pid", "cowbell.log"] {
+        std::fs::write(dir.join(file), b"").unwrap();
+        chown(&dir.join(file), NOBODY);
+        chmod(&dir.join(file), 0o600);
+    }
+    let outcome = run_as_nobody(&cb, &["sync"]);
+    eprintln!("exit {:?}\n{}", outcome.status.code(), outcome.stderr);
+    assert_icons(&cb, &names, SECOND);
+}
+
+/// As `a_daemon_killed_after_a_status_rename_keeps_an_auto_named_tab_auto_named`,
+/// but the next run is `sync` (a host without a daemon after the crash): it
+/// sees the dead daemon's pid and knows the label for cowbell's.
+#[test]
+fn sync_after_a_daemon_killed_mid_rename_keeps_an_auto_named_tab_auto_named() {
+    let cb = Cowbell::new();
+    cb.write_config(AUTO_NAMED);
+    let (t1, p1) = cb.tab(None);
+    let (_t2, _) = cb.tab(None);
+    cb.herdr.set_status(&p1, "blocked");
+    cb.startup();
+    let pid = cb.wait_for_daemon(2 * SECOND);
+    cb.expect_label(&t1, "🔴 1", 2 * SECOND);
+    cb.wait_state_saved(&[&t1]);
+    std::thread::sleep(Duration::from_millis(300));
+    cb.herdr.set_silent_method(Some("tab.rename"));
+    cb.herdr.set_status(&p1, "working");
+    let deadline = Instant::now() + 2 * SECOND;
+    while !cb
+        .herdr
+        .requests_of("tab.rename")
+        .iter()
+        .any(|r| r.param("label").as_deref() == Some("🟡 1"))
+    {
+        assert!(Instant::now() < deadline, "no rename to 🟡 1");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    cb.herdr.rename_tab(&t1, "🟡 1");
+    std::thread::sleep(Duration::from_millis(100));
+    cowbell::signal(pid, libc::SIGKILL);
+    assert!(cowbell::wait_dead(pid, 2 * SECOND));
+    cb.herdr.set_silent_method(None);
+    let first = cb.run(&["sync"]);
+    cb.herdr.move_tab(&t1, 2);
+    let second = cb.run(&["sync"]);
+    assert_eq!(
+        cb.herdr.label(&t1),
+        "🟡 2",
+        "{}{}state.json:\n{}",
+        first.stderr,
+        second.stderr,
+        cb.state_json(),
+    );
+}
