@@ -2679,10 +2679,10 @@ fn hostile_tab_names_get_one_icon_and_come_back_intact() {
     assert_invariants(&cb, &names);
 }
 
-/// A `sync` killed between its renames and its save: the tabs it saw for
-/// the first time must be in state.json already, or `off` leaves their icons.
-#[test]
-fn off_after_a_sync_killed_before_its_save_takes_the_icons_off() {
+/// Two blocked tabs, "api" and "docs", and a `sync` killed once herdr
+/// applied api's rename (each answer takes 600 ms: the list, api's rename,
+/// docs' rename), before it saved.
+fn a_sync_killed_after_its_first_rename() -> (Cowbell, String, String) {
     let cb = Cowbell::new();
     let (api, api_pane) = cb.tab(Some("api"));
     let (docs, docs_pane) = cb.tab(Some("docs"));
@@ -2696,6 +2696,14 @@ fn off_after_a_sync_killed_before_its_save_takes_the_icons_off() {
     sync.kill().unwrap();
     sync.wait().unwrap();
     cb.herdr.set_response_delay(Duration::ZERO);
+    (cb, api, docs)
+}
+
+/// A `sync` killed between its renames and its save: the tabs it saw for
+/// the first time must be in state.json already, or `off` leaves their icons.
+#[test]
+fn off_after_a_sync_killed_before_its_save_takes_the_icons_off() {
+    let (cb, api, docs) = a_sync_killed_after_its_first_rename();
     let off = cb.action("off");
     assert!(off.status.success(), "{}", off.stderr);
     assert_eq!(cb.herdr.label(&api), "api", "off said: {}", off.stdout);
@@ -2732,23 +2740,12 @@ fn off_after_a_daemon_killed_before_its_first_save_takes_the_icons_off() {
         .collect();
     assert!(left.is_empty(), "off left {left:?}; it said {}", off.stdout);
 }
-/// a `sync` killed after its early save and after its rename
+/// A `sync` killed after its early save and after its rename
 /// landed. The next `sync` must not take cowbell's own icon for someone
 /// else's rename (a fight, a "new base").
 #[test]
 fn a_sync_killed_after_its_early_save_leaves_no_false_fight() {
-    let cb = Cowbell::new();
-    let (api, api_pane) = cb.tab(Some("api"));
-    let (_docs, docs_pane) = cb.tab(Some("docs"));
-    cb.herdr.set_status(&api_pane, "blocked");
-    cb.herdr.set_status(&docs_pane, "blocked");
-    cb.herdr.set_response_delay(Duration::from_millis(600));
-    let mut sync = launched(&cb, &["sync"], "action").spawn().unwrap();
-    cb.expect_label(&api, "🔴 api", 3 * SECOND);
-    assert!(sync.try_wait().unwrap().is_none(), "sync finished early");
-    sync.kill().unwrap();
-    sync.wait().unwrap();
-    cb.herdr.set_response_delay(Duration::ZERO);
+    let (cb, _api, _docs) = a_sync_killed_after_its_first_rename();
     let again = cb.run_as(&["sync"], "action");
     assert!(again.status.success(), "{}", again.stderr);
     let state = cb.state_json();

@@ -1356,7 +1356,10 @@ fn fights_are_found_with_herdr_polled_delivery_too() {
             let log = cb.log();
             let own = log.matches(&format!("renamed {api} to")).count();
             assert_eq!(own, 3, "three exchanges, then the cool-down:\n{log}");
-            assert!(!log.contains(&format!("{db}: renamed again soon after")), "{log}");
+            assert!(
+                !log.contains(&format!("{db}: renamed again soon after")),
+                "{log}"
+            );
             cb.expect_steady(&db, "🔴 db", SECOND);
         },
     );
