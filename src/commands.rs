@@ -103,20 +103,7 @@ pub fn off(paths: &Paths, every_tab: bool) -> Result<u8, Error> {
     write_state(paths, &tracker, true, clock)?;
     drop(lock);
     if let Some(error) = failure {
-        // One line: what failed, and that cowbell is off all the same.
-        let mut line = format!("{error}; cowbell is off");
-        if n > 0 {
-            let _ = write!(line, "; {} restored", tab_names(n));
-        }
-        let left = tracker.tabs.values().count();
-        if left > 0 {
-            let _ = write!(
-                line,
-                "; {} not back yet, kept in state.json for `cowbell off` or the next server start",
-                tab_names(left)
-            );
-        }
-        complain!("{line}");
+        complain!("{}", restore_failed(&error, n, &tracker));
         return Ok(error.exit_code());
     }
     let what = if every_tab { "icons removed" } else { "off" };
@@ -148,13 +135,32 @@ fn finish_restore(paths: &Paths, lock: Lock) -> Result<u8, Error> {
     write_state(paths, &tracker, state.off, clock)?;
     drop(lock);
     if let Some(error) = failure {
-        return Err(error);
+        complain!("{}", restore_failed(&error, n, &tracker));
+        return Ok(error.exit_code());
     }
     say!(
         "cowbell: {} restored that an earlier stop could not give back",
         tab_names(n)
     );
     Ok(0)
+}
+
+/// One line for a restore that failed: what failed, that cowbell is off
+/// all the same, how many names are back and how many are kept.
+fn restore_failed(error: &Error, restored: usize, tracker: &Tracker) -> String {
+    let mut line = format!("{error}; cowbell is off");
+    if restored > 0 {
+        let _ = write!(line, "; {} restored", tab_names(restored));
+    }
+    let left = tracker.tabs.values().count();
+    if left > 0 {
+        let _ = write!(
+            line,
+            "; {} not back yet, kept in state.json for `cowbell off` or the next server start",
+            tab_names(left)
+        );
+    }
+    line
 }
 
 fn tab_names(n: usize) -> String {
@@ -252,10 +258,10 @@ pub fn sync(paths: &Paths) -> Result<u8, Error> {
     let mut tracker = state::to_tracker(&state, clock, &settings.timing);
     // A daemon killed after herdr applied its rename but before its save
     // left labels state.json does not know: know them for cowbell's, as a
-    // starting daemon does. (Not every time: run again and again, sync
-    // would then never see a plugin that writes its own status icon over
-    // cowbell's as a fight.)
-    if lock.after_a_crash() {
+    // daemon starting after it does. (Not every time: run again and again,
+    // sync would then never see a plugin that writes its own status icon
+    // over cowbell's as a fight.)
+    if state.daemon_running {
         tracker.read_back_at_start();
     }
     let tabs = list_tabs(paths)?;
@@ -398,7 +404,7 @@ fn at_pidfile(paths: &Paths, doing: &str) -> impl FnOnce(std::io::Error) -> Erro
 }
 
 fn write_state(paths: &Paths, tracker: &Tracker, off: bool, clock: Clock) -> Result<(), Error> {
-    state::save_tracker(&paths.state_file(), tracker, off, clock, &mut None)
+    state::save_tracker(&paths.state_file(), tracker, off, false, clock, &mut None)
         .map(|_| ())
         .map_err(Error::io(format!(
             "writing {}",

@@ -40,16 +40,9 @@ const CONFIRM: Duration = Duration::from_millis(20);
 /// The pidfile, locked by this process.
 pub struct Lock {
     file: File,
-    /// The file still held a pid when the lock was taken: the daemon that
-    /// wrote it died without emptying it (killed, or crashed).
-    after_a_crash: bool,
 }
 
 impl Lock {
-    pub fn after_a_crash(&self) -> bool {
-        self.after_a_crash
-    }
-
     /// Records the pid of the process that holds the lock now, and where
     /// that pid means something (see `pid_scope`).
     fn write_pid(&mut self) -> io::Result<()> {
@@ -113,13 +106,9 @@ fn open_pidfile(paths: &Paths) -> io::Result<File> {
 pub fn try_lock(paths: &Paths) -> io::Result<Holder> {
     let file = open_pidfile(paths)?;
     if sys::try_lock_exclusive(file.as_fd())? {
-        let after_a_crash = file.metadata()?.len() > 0;
         // Clear a stale pid at once, so nobody reads it while we hold the lock.
         file.set_len(0)?;
-        return Ok(Holder::Free(Lock {
-            file,
-            after_a_crash,
-        }));
+        return Ok(Holder::Free(Lock { file }));
     }
     Ok(Holder::Daemon(read_pid(&file)?))
 }

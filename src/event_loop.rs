@@ -330,7 +330,9 @@ impl EventLoop {
             log.line_fmt(format_args!("state: {warning}"));
         }
         let mut tracker = state::to_tracker(&saved, clock, &durations.fight_timing);
-        tracker.read_back_at_start();
+        if saved.daemon_running {
+            tracker.read_back_at_start();
+        }
         EventLoop {
             paths,
             lock,
@@ -385,6 +387,9 @@ impl EventLoop {
             self.paths.socket.display(),
             self.paths.server_dir.display()
         ));
+        // On record before the first rename: killed after it, this daemon
+        // leaves a state.json that says so (see `State::daemon_running`).
+        self.save();
         // The clock is read once per turn, right after the wait: the same
         // `now` handles what woke us, fires what is due and times the next wait.
         let mut now = Instant::now();
@@ -1440,10 +1445,12 @@ impl EventLoop {
         if !self.clock.agrees_with(now) {
             self.clock = now;
         }
+        // Running until the save on the way out (see `State::daemon_running`).
         let saved = state::save_tracker(
             &self.paths.state_file(),
             &self.tracker,
             self.off,
+            self.exit_code.is_none(),
             self.clock,
             &mut self.last_saved,
         );

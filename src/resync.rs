@@ -82,8 +82,8 @@ pub struct TabRecord {
     /// `include_auto_named` went off: the tab's number is being given
     /// back, and cowbell lets go of the tab once herdr confirms it.
     pub released: bool,
-    /// Read back from state.json by a daemon that has not looked at the
-    /// tab since it started (see `is_own`).
+    /// Read back from a state.json a killed daemon left, and not looked
+    /// at since (see `is_own`).
     pub from_disk: bool,
 }
 
@@ -111,10 +111,11 @@ impl TabRecord {
     /// holds). An older label whose echo came back is not: the tab left
     /// it for a newer one, so whoever put it back is someone else (a
     /// renamer stripping the icon off a tab cowbell once showed plain).
-    /// At a daemon's first look after its start, so is any label cowbell
-    /// would write for the base: a daemon killed after herdr applied its
-    /// rename but before it saved left one there. (`sync` looks so only
-    /// after such a crash, and saves before it renames.)
+    /// At the first look after a daemon was killed, so is any label
+    /// cowbell would write for the base: one killed after herdr applied
+    /// its rename but before it saved left one there. (Only then: every
+    /// time, it would never see a plugin that writes its own status icon
+    /// over cowbell's as a fight.)
     fn is_own(&self, label: &str, settings: &Settings, now: Instant) -> bool {
         let newest = self.sent.last().is_some_and(|sent| sent.label == label);
         let unechoed = self.sent.iter().any(|sent| {
@@ -412,7 +413,7 @@ impl Tracker {
         }
     }
 
-    /// Read back by a daemon that has just started (see `from_disk`).
+    /// Read back from a state.json a killed daemon left (see `from_disk`).
     pub fn read_back_at_start(&mut self) {
         self.tabs.retain(&mut |_, record| {
             record.from_disk = true;

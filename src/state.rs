@@ -51,6 +51,9 @@ pub struct TabEntry {
 struct StateFile {
     version: u64,
     off: bool,
+    /// Written by a daemon that was running (see `State::daemon_running`);
+    /// missing in files from before it.
+    daemon_running: Option<bool>,
     tabs: BTreeMap<String, TabEntry>,
 }
 
@@ -62,6 +65,10 @@ struct VersionOnly {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct State {
     pub off: bool,
+    /// A running daemon wrote the file, and its last save on the way out
+    /// (which says false) never came: it was killed, and may have renamed
+    /// tabs after this save (see `Tracker::read_back_at_start`).
+    pub daemon_running: bool,
     pub tabs: BTreeMap<String, TabEntry>,
 }
 
@@ -72,14 +79,16 @@ pub struct State {
 struct StateFileOut<T> {
     version: u64,
     off: bool,
+    daemon_running: bool,
     tabs: T,
 }
 
 /// The state file's text, built one entry at a time from the tracker.
-fn encode_tracker(tracker: &Tracker, off: bool, clock: Clock) -> String {
+fn encode_tracker(tracker: &Tracker, off: bool, daemon_running: bool, clock: Clock) -> String {
     json::to_string(&StateFileOut {
         version: VERSION,
         off,
+        daemon_running,
         tabs: TrackerTabs { tracker, clock },
     })
 }
@@ -118,6 +127,7 @@ pub fn decode(text: &str) -> Result<State, String> {
     match json::from_str::<StateFile>(text) {
         Ok(file) if file.version == VERSION => Ok(State {
             off: file.off,
+            daemon_running: file.daemon_running.unwrap_or(false),
             tabs: file.tabs,
         }),
         Ok(file) => Err(format!("unknown format version {}", file.version)),
@@ -217,10 +227,12 @@ pub fn save_tracker(
     path: &Path,
     tracker: &Tracker,
     off: bool,
+    daemon_running: bool,
     clock: Clock,
     last_saved: &mut Option<u64>,
 ) -> io::Result<bool> {
-    write_unless_saved(path, &encode_tracker(tracker, off, clock), last_saved)
+    let text = encode_tracker(tracker, off, daemon_running, clock);
+    write_unless_saved(path, &text, last_saved)
 }
 
 fn write_unless_saved(path: &Path, text: &str, last_saved: &mut Option<u64>) -> io::Result<bool> {
@@ -380,6 +392,7 @@ mod tests {
         json::to_string(&StateFileOut {
             version: VERSION,
             off: state.off,
+            daemon_running: state.daemon_running,
             tabs: &state.tabs,
         })
     }
@@ -395,7 +408,11 @@ mod tests {
             .iter()
             .map(|(tab_id, record)| (tab_id.clone(), entry_of(record, clock)))
             .collect();
-        State { off, tabs }
+        State {
+            off,
+            tabs,
+            ..State::default()
+        }
     }
 
     fn sample() -> State {
@@ -596,7 +613,7 @@ mod tests {
             record.fight.level = 2;
             tracker.tabs.insert(id.into(), record);
         }
-        let streamed = encode_tracker(&tracker, true, clock);
+        let streamed = encode_tracker(&tracker, true, false, clock);
         assert_eq!(streamed, encode(&from_tracker(&tracker, true, clock)));
         let state = decode(&streamed).unwrap();
         assert_eq!(state, from_tracker(&tracker, true, clock));
@@ -667,8 +684,14 @@ mod tests {
             ..TabRecord::default()
         };
         tracker.tabs.insert("w1:t1".into(), record);
-        let state = decode(&encode_tracker(&tracker, true, clock)).unwrap();
-        assert!(state.off);
+        let state = decode(&encode_tracker(&tracker, true, true, clock)).unwrap();
+        assert!(state.off && state.daemon_running);
+        // A file from before the flag: no daemon was running.
+        assert!(
+            !decode(r#"{"version":1,"off":false,"tabs":{}}"#)
+                .unwrap()
+                .daemon_running
+        );
         let back = to_tracker(&state, clock, &Timing::REAL);
         let record = &back.tabs["w1:t1"];
         assert_eq!(

@@ -1596,3 +1596,32 @@ fn remove_icons_that_removed_some_does_not_say_none() {
         out.stderr
     );
 }
+
+/// The startup hook finishing a restore an `off` left (herdr was away):
+/// one rename fails, one goes through, and it says so.
+#[test]
+fn a_partly_finished_restore_says_what_is_back_and_what_is_kept() {
+    let mut cb = Cowbell::new();
+    let (api, api_pane) = cb.tab(Some("api"));
+    let (docs, docs_pane) = cb.tab(Some("docs"));
+    cb.herdr.set_status(&api_pane, "blocked");
+    cb.herdr.set_status(&docs_pane, "blocked");
+    cb.startup();
+    cb.wait_for_daemon(2 * SECOND);
+    cb.expect_label(&api, "🔴 api", 2 * SECOND);
+    cb.expect_label(&docs, "🔴 docs", 2 * SECOND);
+    cb.wait_state_saved(&[&api, &docs]);
+    cb.herdr.stop();
+    let off = cb.run(&["off"]);
+    assert_eq!(off.status.code(), Some(3), "{}", off.stderr);
+    cb.herdr.start_again(true);
+    cb.herdr.answer_raw("tab.rename", 1, b"garbage\n");
+    let hook = cb.run(&["daemon", "--replace"]);
+    assert_eq!(hook.status.code(), Some(3), "{}", hook.stderr);
+    assert!(
+        hook.stderr
+            .contains("; cowbell is off; 1 tab name restored; 1 tab name not back yet"),
+        "{}",
+        hook.stderr
+    );
+}

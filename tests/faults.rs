@@ -2966,3 +2966,28 @@ fn sync_after_a_daemon_killed_mid_rename_keeps_an_auto_named_tab_auto_named() {
         cb.state_json(),
     );
 }
+
+/// The crash stays on record until a run looks past it: `status` (the
+/// natural first look after a crash) and a `sync` that fails at its list
+/// must not use it up, or the next sync takes the dead daemon's label for
+/// someone else's.
+#[test]
+fn a_status_or_a_failed_sync_after_a_daemon_killed_mid_rename_loses_nothing() {
+    let (cb, t1) = daemon_killed_after_herdr_applied_its_rename();
+    let status = cb.run(&["status"]);
+    assert!(status.status.success(), "{}", status.stderr);
+    cb.herdr.answer_raw("tab.list", 1, b"garbage\n");
+    let failed = cb.run(&["sync"]);
+    assert!(!failed.status.success(), "{}", failed.stderr);
+    let first = cb.run(&["sync"]);
+    cb.herdr.move_tab(&t1, 2);
+    let second = cb.run(&["sync"]);
+    assert_eq!(
+        cb.herdr.label(&t1),
+        "🟡 2",
+        "{}{}state.json:\n{}",
+        first.stderr,
+        second.stderr,
+        cb.state_json()
+    );
+}
