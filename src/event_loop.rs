@@ -1445,12 +1445,14 @@ impl EventLoop {
         if !self.clock.agrees_with(now) {
             self.clock = now;
         }
-        // Running until the save on the way out (see `State::daemon_running`).
+        // Running until the save on the way out (see `State::daemon_running`),
+        // and a killed predecessor's record stays until its tabs were seen.
+        let running = self.exit_code.is_none() || self.tracker.crash_unexamined();
         let saved = state::save_tracker(
             &self.paths.state_file(),
             &self.tracker,
             self.off,
-            self.exit_code.is_none(),
+            running,
             self.clock,
             &mut self.last_saved,
         );

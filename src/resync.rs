@@ -413,6 +413,12 @@ impl Tracker {
         }
     }
 
+    /// Some tab read back after a killed daemon has not been looked at yet:
+    /// the record of the crash must stay for whoever looks next.
+    pub fn crash_unexamined(&self) -> bool {
+        self.tabs.values().any(|record| record.from_disk)
+    }
+
     /// Read back from a state.json a killed daemon left (see `from_disk`).
     pub fn read_back_at_start(&mut self) {
         self.tabs.retain(&mut |_, record| {

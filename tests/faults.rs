@@ -2991,3 +2991,39 @@ fn a_status_or_a_failed_sync_after_a_daemon_killed_mid_rename_loses_nothing() {
         cb.state_json()
     );
 }
+
+/// A daemon started after the crash that hands over before its first list
+/// was answered (the watchdog and the startup hook at a server start) has
+/// looked at no tab: the crash must stay on record for the next one.
+#[test]
+fn a_daemon_replaced_before_its_first_look_keeps_the_crash_on_record() {
+    let (cb, t1) = daemon_killed_after_herdr_applied_its_rename();
+    assert!(
+        cb.state_json().contains("\"daemon_running\":true"),
+        "{}",
+        cb.state_json()
+    );
+    cb.herdr.set_silent_method(Some("tab.list"));
+    cb.herdr.clear_requests();
+    cb.watchdog();
+    let early = cb.wait_for_daemon(2 * SECOND);
+    let deadline = Instant::now() + 2 * SECOND;
+    while cb.herdr.requests_of("tab.list").is_empty() {
+        assert!(Instant::now() < deadline, "no tab.list from the new daemon");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    cb.startup();
+    assert!(cowbell::wait_dead(early, 2 * SECOND));
+    cb.herdr.set_silent_method(None);
+    cb.wait_for_daemon(2 * SECOND);
+    std::thread::sleep(Duration::from_millis(1500));
+    cb.herdr.move_tab(&t1, 2);
+    std::thread::sleep(Duration::from_millis(1000));
+    assert_eq!(
+        cb.herdr.label(&t1),
+        "🟡 2",
+        "state.json:\n{}\nlog:\n{}",
+        cb.state_json(),
+        cb.log()
+    );
+}
