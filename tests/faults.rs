@@ -2414,14 +2414,10 @@ fn nobody_scene() -> Option<(Cowbell, Names, Vec<String>)> {
     Some((cb, names, vec![p1, p2]))
 }
 
-#[test]
-fn a_read_only_state_directory_still_gets_icons_and_says_state_cannot_be_saved() {
-    let Some((cb, names, panes)) = nobody_scene() else {
-        return;
-    };
-    // The server directory belongs to root and is read-only for nobody;
-    // only the pidfile and the log were left writable for it.
-    let dir = server_dir_of(&cb);
+/// The server directory belongs to root and is read-only for nobody; only
+/// the pidfile and the log are left writable for it.
+fn read_only_server_dir(cb: &Cowbell) -> PathBuf {
+    let dir = server_dir_of(cb);
     std::fs::create_dir_all(&dir).unwrap();
     chmod(&dir, 0o755);
     for file in ["cowbell.pid", "cowbell.log"] {
@@ -2429,6 +2425,15 @@ fn a_read_only_state_directory_still_gets_icons_and_says_state_cannot_be_saved()
         chown(&dir.join(file), NOBODY);
         chmod(&dir.join(file), 0o600);
     }
+    dir
+}
+
+#[test]
+fn a_read_only_state_directory_still_gets_icons_and_says_state_cannot_be_saved() {
+    let Some((cb, names, panes)) = nobody_scene() else {
+        return;
+    };
+    let dir = read_only_server_dir(&cb);
     let outcome = run_as_nobody(&cb, &["daemon", "--replace"]);
     assert!(outcome.status.success(), "{}", outcome.stderr);
     cb.wait_for_daemon(2 * SECOND);
@@ -2935,14 +2940,7 @@ fn sync_in_a_read_only_state_directory_renames_like_the_daemon() {
     let Some((cb, names, _panes)) = nobody_scene() else {
         return;
     };
-    let dir = server_dir_of(&cb);
-    std::fs::create_dir_all(&dir).unwrap();
-    chmod(&dir, 0o755);
-    for file in ["cowbell.pid", "cowbell.log"] {
-        std::fs::write(dir.join(file), b"").unwrap();
-        chown(&dir.join(file), NOBODY);
-        chmod(&dir.join(file), 0o600);
-    }
+    read_only_server_dir(&cb);
     let outcome = run_as_nobody(&cb, &["sync"]);
     eprintln!("exit {:?}\n{}", outcome.status.code(), outcome.stderr);
     assert_icons(&cb, &names, SECOND);
