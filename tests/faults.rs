@@ -2942,8 +2942,15 @@ fn sync_in_a_read_only_state_directory_renames_like_the_daemon() {
     };
     read_only_server_dir(&cb);
     let outcome = run_as_nobody(&cb, &["sync"]);
-    eprintln!("exit {:?}\n{}", outcome.status.code(), outcome.stderr);
     assert_icons(&cb, &names, SECOND);
+    // The save that failed is said, once, and the exit code says it too.
+    assert_eq!(outcome.status.code(), Some(1), "{}", outcome.stderr);
+    assert_eq!(
+        outcome.stderr.matches("state.json").count(),
+        1,
+        "{}",
+        outcome.stderr
+    );
 }
 
 /// As `a_daemon_killed_after_a_status_rename_keeps_an_auto_named_tab_auto_named`,
