@@ -1382,10 +1382,13 @@ impl EventLoop {
         // Before the save: into a state directory that is no longer this
         // daemon's, it would overwrite an `off` recorded there meanwhile.
         self.check_pidfile(now);
-        // Saved even when only the spinner moved on: after a crash, `sync`,
-        // `off` and a daemon with the spinner off know a frame as cowbell's
-        // only if it is the one saved.
-        self.save();
+        // Not when only the spinner moved on: a save per frame would be an
+        // fsync per frame. A frame left by a daemon killed before its next
+        // save is known all the same (`State::daemon_running`), and the
+        // save on the way out records the last one.
+        if !self.resync_quiet {
+            self.save();
+        }
         self.heartbeat_deadline = Some(now + self.durations.heartbeat);
         self.cooldown_deadline = self.tracker.next_cooldown_end(now);
         if self.resync_wanted {
