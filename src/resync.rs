@@ -421,10 +421,9 @@ impl Tracker {
 
     /// Read back from a state.json a killed daemon left (see `from_disk`).
     pub fn read_back_at_start(&mut self) {
-        self.tabs.retain(&mut |_, record| {
+        for record in self.tabs.values_mut() {
             record.from_disk = true;
-            true
-        });
+        }
     }
 
     /// herdr got cowbell's rename but the answer was lost (a timeout, a

@@ -87,6 +87,10 @@ impl TabMap {
         self.entries.iter().map(|(_, record)| record)
     }
 
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut TabRecord> {
+        self.entries.iter_mut().map(|(_, record)| record)
+    }
+
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
