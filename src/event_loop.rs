@@ -1145,7 +1145,7 @@ impl EventLoop {
                     restore,
                     quiet,
                 },
-                Message::Renamed(_) | Message::Ok(_),
+                Message::Ok,
             ) => self.on_renamed(tab_id, label, restore, quiet, now),
             (Purpose::ListPanes, Message::Panes(panes)) => self.on_panes_listed(panes, now),
             (Purpose::ListPlugins, Message::Plugins(plugins)) => {

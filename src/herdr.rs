@@ -193,7 +193,6 @@ struct ResultBody {
     tabs: Option<Vec<TabInfo>>,
     panes: Option<Vec<PaneInfo>>,
     plugins: Option<Vec<PluginInfo>>,
-    tab: Option<TabInfo>,
 }
 
 #[derive(Deserialize, Default)]
@@ -220,9 +219,9 @@ pub enum Message {
     Tabs(Vec<TabInfo>),
     Panes(Vec<PaneInfo>),
     Plugins(Vec<PluginInfo>),
-    Renamed(TabInfo),
-    /// Any other successful answer (`ok`, `pong`, `notification_show`...).
-    Ok(String),
+    /// Any other successful answer: `tab_info` for a rename, `ok`, `pong`,
+    /// `notification_show`... cowbell needs only to know it succeeded.
+    Ok,
     Event {
         name: String,
         tab_id: Option<String>,
@@ -239,8 +238,7 @@ impl Message {
             Message::Tabs(_) => "tab_list",
             Message::Panes(_) => "pane_list",
             Message::Plugins(_) => "plugin_list",
-            Message::Renamed(_) => "tab_info",
-            Message::Ok(_) => "ok",
+            Message::Ok => "ok",
             Message::Event { .. } => "event",
         }
     }
@@ -294,8 +292,7 @@ pub fn parse_line(bytes: &[u8]) -> Result<Message, Malformed> {
         "tab_list" => Message::Tabs(result.tabs.ok_or_else(malformed)?),
         "pane_list" => Message::Panes(result.panes.ok_or_else(malformed)?),
         "plugin_list" => Message::Plugins(result.plugins.ok_or_else(malformed)?),
-        "tab_info" => Message::Renamed(result.tab.ok_or_else(malformed)?),
-        _ => Message::Ok(kind),
+        _ => Message::Ok,
     })
 }
 
