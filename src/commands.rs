@@ -6,7 +6,6 @@
 //! the same pure core the daemon uses.
 
 use std::fmt::Write as _;
-use std::io::Write;
 use std::time::{Duration, Instant};
 
 use miniserde::{Serialize, json};
@@ -70,9 +69,9 @@ pub fn on(paths: &Paths) -> Result<u8, Error> {
     match start_daemon(paths, true, false)? {
         Started::Exited(code) => Ok(code),
         Started::Off(_) => {
-            complain!(
-                "cowbell: still off: `cowbell off` finished at the same moment; run `cowbell on` again"
-            );
+            let text = "cowbell: still off: `cowbell off` finished at the same moment; run `cowbell on` again";
+            complain!("{text}");
+            notify_action(paths, text);
             Ok(1)
         }
         Started::Detached | Started::AlreadyRunning(_) => match list_tab_infos(paths) {
@@ -494,21 +493,14 @@ pub fn status(paths: &Paths, as_json: bool) -> Result<u8, Error> {
         tabs: tab_rows,
     };
     let summary = summary_line(&report);
-    if std::env::var_os("HERDR_PLUGIN_ACTION_ID").is_some() && report.server_reachable {
-        let _ = herdr::call(
-            &paths.socket,
-            "notification.show",
-            &herdr::notification_params("cowbell", &summary),
-        );
+    if report.server_reachable {
+        notify_action(paths, &summary);
     }
-    let mut out = std::io::stdout().lock();
-    let text = if as_json {
-        json::to_string(&report) + "\n"
+    if as_json {
+        say!("{}", json::to_string(&report));
     } else {
-        status_text(&report, &summary)
-    };
-    out.write_all(text.as_bytes())
-        .map_err(Error::io("writing to stdout"))?;
+        say_raw!("{}", status_text(&report, &summary));
+    }
     // The report is printed either way; the exit code still says whether
     // herdr could be reached, as for every other command.
     Ok(if report.server_reachable { 0 } else { 3 })
@@ -518,15 +510,21 @@ pub fn status(paths: &Paths, as_json: bool) -> Result<u8, Error> {
 /// where the person looks. Not when herdr itself was the problem, which
 /// would only make the person wait for a second failure.
 pub fn notify_action_failure(paths: &Paths, error: &Error) {
-    if std::env::var_os("HERDR_PLUGIN_ACTION_ID").is_none() || matches!(error, Error::Herdr { .. })
-    {
-        return;
+    if !matches!(error, Error::Herdr { .. }) {
+        notify_action(paths, &error.to_string());
     }
-    let _ = herdr::call(
-        &paths.socket,
-        "notification.show",
-        &herdr::notification_params("cowbell", &error.to_string()),
-    );
+}
+
+/// Shows `text` as a herdr notification when a menu action runs this
+/// command; a command run by hand has its terminal.
+fn notify_action(paths: &Paths, text: &str) {
+    if std::env::var_os("HERDR_PLUGIN_ACTION_ID").is_some() {
+        let _ = herdr::call(
+            &paths.socket,
+            "notification.show",
+            &herdr::notification_params("cowbell", text),
+        );
+    }
 }
 
 fn list_tab_infos(paths: &Paths) -> Result<Vec<TabInfo>, Error> {

@@ -1334,6 +1334,29 @@ fn status_exits_3_when_herdr_does_not_answer() {
     }
 }
 
+/// `status`'s exit code says whether herdr answered, whatever became of
+/// its report (`cowbell status | head -1`, here a full device), as for
+/// every other command.
+#[test]
+fn status_exit_code_does_not_depend_on_its_reader() {
+    let cb = Cowbell::new();
+    cb.tab(Some("api"));
+    for args in [&["status"][..], &["status", "--json"][..]] {
+        let outcome = std::process::Command::new(cowbell::bin())
+            .args(args)
+            .envs(cb.env("action"))
+            .stdout(std::fs::File::create("/dev/full").unwrap())
+            .output()
+            .unwrap();
+        assert_eq!(
+            outcome.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&outcome.stderr)
+        );
+    }
+}
+
 /// A cool-down that ended is not shown, even when state.json still
 /// carries its end (a daemon killed during it).
 #[test]
@@ -1510,6 +1533,39 @@ fn a_failed_action_says_why_in_herdr() {
         body.starts_with("cowbell: ") && outcome.stderr.contains(body),
         "{notes:?}\n{}",
         outcome.stderr
+    );
+}
+
+/// "Cowbell: on" that finds cowbell still off once it gets the pidfile
+/// (an `off` held it and finished at the same moment) tells the person in
+/// herdr, where a menu action's output never shows.
+#[test]
+fn an_on_action_that_stays_off_says_so_in_herdr() {
+    use std::os::fd::AsRawFd;
+    let cb = Cowbell::new();
+    cb.tab(Some("api"));
+    let off = cb.run(&["off"]);
+    assert!(off.status.success(), "{}", off.stderr);
+    // Held without a pid, as a short command holds it, and let go before
+    // `on` stops waiting for it.
+    let held = std::fs::OpenOptions::new()
+        .write(true)
+        .open(cb.server_dir().join("cowbell.pid"))
+        .unwrap();
+    // SAFETY: flock on a descriptor this test owns.
+    assert_eq!(unsafe { libc::flock(held.as_raw_fd(), libc::LOCK_EX) }, 0);
+    let command = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        drop(held);
+    });
+    let outcome = cb.action("on");
+    command.join().unwrap();
+    assert_eq!(outcome.status.code(), Some(1), "{}", outcome.stderr);
+    let notes = cb.herdr.notifications();
+    assert_eq!(notes.len(), 1, "{notes:?}\n{}", outcome.stderr);
+    assert!(
+        notes[0].body.as_deref().unwrap_or("").contains("still off"),
+        "{notes:?}"
     );
 }
 
