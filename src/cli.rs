@@ -179,7 +179,7 @@ fn parse(mut parser: lexopt::Parser) -> Result<Command, UsageError> {
         "version" => no_more(parser, Command::Version, HELP),
         other => Err(UsageError(format!(
             "unknown command {}; try `cowbell --help`",
-            crate::log::quote(other)
+            crate::text::quote(other)
         ))),
     }
 }

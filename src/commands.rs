@@ -16,11 +16,12 @@ use crate::error::Error;
 use crate::fights::Timing;
 
 use crate::herdr::{self, CallError, Message, TabInfo};
-use crate::labels::{self, Status};
-use crate::log::{quote, shown, utc_timestamp};
+use crate::labels;
+use crate::log::utc_timestamp;
 use crate::paths::Paths;
 use crate::resync::{Rename, Settings, Tab, Tracker};
 use crate::state::{self, Clock, State};
+use crate::text::{quote, shown};
 
 pub fn daemon(paths: &Paths, replace: bool, foreground: bool) -> Result<u8, Error> {
     match start_daemon(paths, replace, foreground)? {
@@ -102,7 +103,7 @@ pub fn off(paths: &Paths, every_tab: bool) -> Result<u8, Error> {
     write_state(paths, &tracker, true, clock)?;
     drop(lock);
     if let Some(error) = failure {
-        complain!("{}", restore_failed(&error, n, &tracker));
+        complain!("{}", restore_failure_message(&error, n, &tracker));
         return Ok(error.exit_code());
     }
     let what = if every_tab { "icons removed" } else { "off" };
@@ -134,7 +135,7 @@ fn finish_restore(paths: &Paths, lock: Lock) -> Result<u8, Error> {
     write_state(paths, &tracker, state.off, clock)?;
     drop(lock);
     if let Some(error) = failure {
-        complain!("{}", restore_failed(&error, n, &tracker));
+        complain!("{}", restore_failure_message(&error, n, &tracker));
         return Ok(error.exit_code());
     }
     say!(
@@ -146,7 +147,7 @@ fn finish_restore(paths: &Paths, lock: Lock) -> Result<u8, Error> {
 
 /// One line for a restore that failed: what failed, that cowbell is off
 /// all the same, how many names are back and how many are kept.
-fn restore_failed(error: &Error, restored: usize, tracker: &Tracker) -> String {
+fn restore_failure_message(error: &Error, restored: usize, tracker: &Tracker) -> String {
     let mut line = format!("{error}; cowbell is off");
     if restored > 0 {
         let _ = write!(line, "; {} restored", tab_names(restored));
@@ -261,7 +262,7 @@ pub fn sync(paths: &Paths) -> Result<u8, Error> {
     // sync would then never see a plugin that writes its own status icon
     // over cowbell's as a fight.)
     if state.daemon_running {
-        tracker.read_back_at_start();
+        tracker.mark_left_by_killed_daemon();
     }
     let tabs = list_tabs(paths)?;
     let plan = tracker.resync(&tabs, &settings, clock.mono);
@@ -462,13 +463,7 @@ pub fn status(paths: &Paths, as_json: bool) -> Result<u8, Error> {
                 base: entry.map(|e| e.base.clone()),
                 // As the daemon reads it: a status herdr may add later is
                 // unknown, and nothing raw reaches the terminal.
-                status: tab
-                    .agent_status
-                    .as_deref()
-                    .and_then(Status::from_name)
-                    .unwrap_or(Status::Unknown)
-                    .name()
-                    .to_string(),
+                status: tab.status().name().to_string(),
                 tracked: entry.is_some(),
                 fights: entry.map_or(0, |e| e.fights_total),
                 cooldown_until: entry

@@ -8,12 +8,12 @@
 //! cowbell. `config check` prints these problems and fails on errors.
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::files;
 use crate::json_check::{self, Json};
 use crate::labels::{self, Labeler, Status};
-use crate::log::{quote, quote_short};
+use crate::text::{quote, quote_short};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
@@ -111,7 +111,6 @@ pub struct Problem {
 /// had nothing valid) and everything wrong with the file.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Loaded {
-    pub path: PathBuf,
     pub config: Config,
     pub problems: Vec<Problem>,
 }
@@ -136,11 +135,7 @@ pub fn load(path: &Path) -> Loaded {
             vec![error(format!("{file}: cannot be read: {why}"))],
         ),
     };
-    Loaded {
-        path: path.to_path_buf(),
-        config,
-        problems,
-    }
+    Loaded { config, problems }
 }
 
 /// The file's text, `None` when there is no file.
@@ -317,7 +312,7 @@ fn error(message: String) -> Problem {
 }
 
 fn has_control(text: &str) -> bool {
-    text.chars().any(crate::log::is_control)
+    text.chars().any(crate::text::is_control)
 }
 
 /// A number written without a sign, a decimal point or an exponent.
@@ -705,11 +700,7 @@ mod tests {
                     .to_string(),
             }]
         );
-        let loaded = Loaded {
-            path: PathBuf::from("/x/config.json"),
-            config,
-            problems,
-        };
+        let loaded = Loaded { config, problems };
         assert!(!loaded.has_errors());
     }
 
@@ -775,30 +766,13 @@ mod tests {
         }
     }
 
-    struct TempDir(PathBuf);
-
-    impl TempDir {
-        fn new(name: &str) -> TempDir {
-            let path = std::env::temp_dir()
-                .join(format!("cowbell-config-test-{}-{name}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&path);
-            std::fs::create_dir_all(&path).unwrap();
-            TempDir(path)
-        }
-    }
-
-    impl Drop for TempDir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
+    use crate::files::tests::TempDir;
 
     #[test]
     fn load_missing_file_gives_defaults_without_problems() {
         let dir = TempDir::new("missing");
         let path = dir.0.join("config.json");
         let loaded = load(&path);
-        assert_eq!(loaded.path, path);
         assert_eq!(loaded.config, Config::default());
         assert_eq!(loaded.problems, Vec::new());
         assert!(!loaded.has_errors());

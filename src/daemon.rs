@@ -89,14 +89,15 @@ pub fn relock(paths: &Paths) -> io::Result<Holder> {
 pub enum Holder {
     /// Nobody: the lock is now ours.
     Free(Lock),
-    /// A live daemon, with the pid it wrote. None while a daemon is
-    /// starting, or while a short command (`sync`, `off`) holds the lock.
-    Daemon(Option<u32>),
+    /// Someone else, with the pid a daemon wrote. None while a daemon is
+    /// starting, while a short command (`sync`, `off`) holds the lock, or
+    /// for a daemon whose pid means nothing here (another host).
+    Held(Option<u32>),
 }
 
 /// How long a start waits for a lock holder that wrote no pid: a daemon
 /// that is starting, or a short command that holds the lock a moment.
-pub const PIDLESS_WAIT: Duration = Duration::from_millis(500);
+const PIDLESS_WAIT: Duration = Duration::from_millis(500);
 
 fn open_pidfile(paths: &Paths) -> io::Result<File> {
     files::ensure_private_dir(&paths.server_dir)?;
@@ -110,7 +111,7 @@ pub fn try_lock(paths: &Paths) -> io::Result<Holder> {
         file.set_len(0)?;
         return Ok(Holder::Free(Lock { file }));
     }
-    Ok(Holder::Daemon(read_pid(&file)?))
+    Ok(Holder::Held(read_pid(&file)?))
 }
 
 /// Where a pid names a process: this boot of this host (its boot id, which
@@ -154,13 +155,13 @@ fn read_pid(file: &File) -> io::Result<Option<u32>> {
 /// while a short command held the lock for a moment.
 fn try_lock_confirmed(paths: &Paths) -> io::Result<Holder> {
     let pid = match try_lock(paths)? {
-        Holder::Daemon(Some(pid)) => pid,
+        Holder::Held(Some(pid)) => pid,
         holder => return Ok(holder),
     };
     std::thread::sleep(CONFIRM);
     Ok(match try_lock(paths)? {
-        Holder::Daemon(Some(again)) if again == pid => Holder::Daemon(Some(pid)),
-        Holder::Daemon(_) => Holder::Daemon(None),
+        Holder::Held(Some(again)) if again == pid => Holder::Held(Some(pid)),
+        Holder::Held(_) => Holder::Held(None),
         free => free,
     })
 }
@@ -180,16 +181,16 @@ pub fn signal_daemon(paths: &Paths, signal: libc::c_int) -> io::Result<Reached> 
     loop {
         match try_lock_confirmed(paths)? {
             Holder::Free(lock) => return Ok(Reached::Free(lock)),
-            Holder::Daemon(Some(pid)) => match sys::kill(pid, signal) {
+            Holder::Held(Some(pid)) => match sys::kill(pid, signal) {
                 Ok(()) => return Ok(Reached::Signalled),
                 // It exited between the lock check and the signal: look again.
                 Err(error) if error.raw_os_error() == Some(libc::ESRCH) => {}
                 Err(error) => return Err(error),
             },
-            Holder::Daemon(None) if Instant::now() < give_up => {
+            Holder::Held(None) if Instant::now() < give_up => {
                 std::thread::sleep(Duration::from_millis(10))
             }
-            Holder::Daemon(None) => {
+            Holder::Held(None) => {
                 return Err(io::Error::other(
                     "the pidfile stays locked without a pid: another cowbell command holds it",
                 ));
@@ -221,7 +222,7 @@ pub fn stop(paths: &Paths) -> io::Result<Option<Stopped>> {
                     daemon_ran: signalled.is_some(),
                 }));
             }
-            Holder::Daemon(Some(pid)) if signalled != Some(pid) => {
+            Holder::Held(Some(pid)) if signalled != Some(pid) => {
                 match sys::kill(pid, libc::SIGUSR2) {
                     Ok(()) => {
                         signalled = Some(pid);
@@ -231,7 +232,7 @@ pub fn stop(paths: &Paths) -> io::Result<Option<Stopped>> {
                     Err(error) => return Err(error),
                 }
             }
-            Holder::Daemon(_) => {}
+            Holder::Held(_) => {}
         }
         if Instant::now() >= give_up {
             return Ok(None);
@@ -259,8 +260,8 @@ pub enum Started {
 pub fn start(paths: &Paths, replace: bool, foreground: bool) -> io::Result<Started> {
     let lock = match try_lock_patiently(paths)? {
         Holder::Free(lock) => lock,
-        Holder::Daemon(pid) if !replace => return Ok(Started::AlreadyRunning(pid)),
-        Holder::Daemon(_) => match hand_over(paths)? {
+        Holder::Held(pid) if !replace => return Ok(Started::AlreadyRunning(pid)),
+        Holder::Held(_) => match take_over(paths)? {
             Ok(lock) => lock,
             Err(newer) => return Ok(Started::AlreadyRunning(newer)),
         },
@@ -282,11 +283,11 @@ pub fn start(paths: &Paths, replace: bool, foreground: bool) -> io::Result<Start
 
 /// `try_lock`, but a holder that wrote no pid gets a moment to either
 /// write one (a starting daemon) or let go (a short command).
-fn try_lock_patiently(paths: &Paths) -> io::Result<Holder> {
+pub fn try_lock_patiently(paths: &Paths) -> io::Result<Holder> {
     let give_up = Instant::now() + PIDLESS_WAIT;
     loop {
         match try_lock(paths)? {
-            Holder::Daemon(None) if Instant::now() < give_up => {
+            Holder::Held(None) if Instant::now() < give_up => {
                 std::thread::sleep(Duration::from_millis(10));
             }
             holder => return Ok(holder),
@@ -327,23 +328,23 @@ pub fn probe(paths: &Paths) -> io::Result<Option<u32>> {
 /// Asks the running daemon to hand over and waits for its lock. When
 /// another replacing start wins the race, its fresh daemon is kept:
 /// `Err(pid)` says so.
-fn hand_over(paths: &Paths) -> io::Result<Result<Lock, Option<u32>>> {
+fn take_over(paths: &Paths) -> io::Result<Result<Lock, Option<u32>>> {
     let give_up = Instant::now() + HANDOVER_WAIT;
     let mut signalled = None;
     loop {
         match try_lock_confirmed(paths)? {
             Holder::Free(lock) => return Ok(Ok(lock)),
-            Holder::Daemon(Some(pid)) if signalled.is_some_and(|old| old != pid) => {
+            Holder::Held(Some(pid)) if signalled.is_some_and(|old| old != pid) => {
                 return Ok(Err(Some(pid)));
             }
-            Holder::Daemon(Some(pid)) if signalled.is_none() => match sys::request_handover(pid) {
+            Holder::Held(Some(pid)) if signalled.is_none() => match sys::request_handover(pid) {
                 Ok(()) => signalled = Some(pid),
                 // It exited on its own (an idle exit, say): its lock is
                 // about to be free.
                 Err(error) if error.raw_os_error() == Some(libc::ESRCH) => {}
                 Err(error) => return Err(error),
             },
-            Holder::Daemon(_) => {}
+            Holder::Held(_) => {}
         }
         if Instant::now() >= give_up {
             return Err(io::Error::other(match signalled {
@@ -452,7 +453,7 @@ mod tests {
         });
         assert!(matches!(
             try_lock(&paths).unwrap(),
-            Holder::Daemon(Some(4242))
+            Holder::Held(Some(4242))
         ));
         // The look lets go well within the 20 ms the confirmation waits.
         let_go.send(()).unwrap();
@@ -484,7 +485,7 @@ mod tests {
         let holder = relock(&paths).unwrap();
         passer.join().unwrap();
         assert!(
-            !matches!(holder, Holder::Daemon(Some(4242))),
+            !matches!(holder, Holder::Held(Some(4242))),
             "a crashed daemon's pid, read once, taken for a new daemon"
         );
     }
@@ -499,7 +500,7 @@ mod tests {
         lock.write_pid().unwrap();
         let me = std::process::id();
         assert!(
-            matches!(try_lock_confirmed(&paths).unwrap(), Holder::Daemon(Some(pid)) if pid == me)
+            matches!(try_lock_confirmed(&paths).unwrap(), Holder::Held(Some(pid)) if pid == me)
         );
         assert_eq!(probe(&paths).unwrap(), Some(me));
         // An older cowbell reads 32 bytes and wants a bare pid in them.

@@ -6,8 +6,9 @@
 //! to what became readable. It holds two subscriptions (lifecycle events and
 //! per-pane agent status) and opens one connection per request, since herdr
 //! answers one request per connection. The decisions themselves come from
-//! the pure core in `resync` and `fights`; this module only moves bytes and
-//! keeps time.
+//! the pure core in `resync` and `fights`; this module moves bytes, keeps
+//! time, and keeps the connection going: retries, backoff, re-listing panes
+//! whose events were lost, and stopping when the plugin is gone.
 
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
@@ -20,12 +21,13 @@ use crate::daemon::{self, Holder, Lock};
 use crate::fights::Timing;
 use crate::files;
 use crate::herdr::{self, LineBuffer, Message, PaneInfo, TabInfo};
-use crate::log::{Log, quote};
+use crate::log::Log;
 use crate::paths::Paths;
 use crate::resync::{Note, Rename, Settings, Tab, Tracker};
 use crate::signals::{self, Signals};
 use crate::state::{self, Clock};
 use crate::sys;
+use crate::text::quote;
 
 const DEBOUNCE: Duration = Duration::from_millis(100);
 const BACKOFF_FIRST: Duration = Duration::from_millis(500);
@@ -155,9 +157,9 @@ enum Input {
 
 /// How much one turn of the loop reads from one connection. herdr sends
 /// one event per subscription entry per 100 ms; a peer that floods would
-/// otherwise have every line it sent held at once (over 100 MiB in a
-/// review's test). The rest stays in the socket: poll reports it readable
-/// again next turn.
+/// otherwise have every line it sent held at once (a peer writing without
+/// pause grew the daemon past 100 MiB). The rest stays in the socket: poll
+/// reports it readable again next turn.
 const READ_PER_TURN: usize = 1024 * 1024;
 
 /// Reads what is there without blocking, up to `READ_PER_TURN`, and
@@ -303,7 +305,7 @@ pub struct EventLoop {
     restores_outstanding: usize,
     /// A rename of the restore failed: once the others are answered, the
     /// restore lists the tabs again (until the stop's deadline).
-    restore_failed: bool,
+    restore_failure_message: bool,
     /// The server-wide off flag, written with the state.
     off: bool,
     stop: Option<Stop>,
@@ -331,7 +333,7 @@ impl EventLoop {
         }
         let mut tracker = state::to_tracker(&saved, clock, &durations.fight_timing);
         if saved.daemon_running {
-            tracker.read_back_at_start();
+            tracker.mark_left_by_killed_daemon();
         }
         EventLoop {
             paths,
@@ -371,7 +373,7 @@ impl EventLoop {
             panes_wanted: false,
             renames_outstanding: 0,
             restores_outstanding: 0,
-            restore_failed: false,
+            restore_failure_message: false,
             off: saved.off,
             stop: None,
             exit_code: None,
@@ -676,11 +678,11 @@ impl EventLoop {
                 self.last_saved = None;
                 self.save();
             }
-            Ok(Holder::Daemon(Some(_))) => {
+            Ok(Holder::Held(Some(_))) => {
                 self.hand_over(now, "a daemon started since holds the new pidfile", None)
             }
             // A cowbell command holds it for a moment.
-            Ok(Holder::Daemon(None)) => self
+            Ok(Holder::Held(None)) => self
                 .log
                 .line("the new pidfile is held by a command: locking it at the next resync"),
             Err(error) => self.log.line_fmt(format_args!(
@@ -699,19 +701,9 @@ impl EventLoop {
         if self.lock.is_at(&self.paths.pid_file()) {
             return;
         }
-        let give_up = Instant::now() + daemon::PIDLESS_WAIT;
-        loop {
-            match daemon::try_lock(&self.paths) {
-                Ok(Holder::Free(lock)) => {
-                    self.lock = lock;
-                    self.off |= state::peek(&self.paths.state_file()).0.off;
-                    return;
-                }
-                Ok(Holder::Daemon(None)) if Instant::now() < give_up => {
-                    std::thread::sleep(Duration::from_millis(10));
-                }
-                _ => return,
-            }
+        if let Ok(Holder::Free(lock)) = daemon::try_lock_patiently(&self.paths) {
+            self.lock = lock;
+            self.off |= state::peek(&self.paths.state_file()).0.off;
         }
     }
 
@@ -864,12 +856,18 @@ impl EventLoop {
         // be back while the reconnect backoff still waits (see
         // `request_failed`).
         if !self.connected && self.lifecycle.is_none() && self.off {
-            self.log
-                .line("no herdr server: names cannot be restored now; state kept for remove-icons");
-            self.exit_code = Some(0);
+            self.leave_without_restore();
             return;
         }
         self.queue.clear();
+    }
+
+    /// No herdr to give the names back to: they stay in state.json for
+    /// `off`, `remove-icons` or the next server start.
+    fn leave_without_restore(&mut self) {
+        self.log
+            .line("no herdr server: names cannot be restored now; state kept for remove-icons");
+        self.exit_code = Some(0);
     }
 
     fn on_lifecycle_ready(&mut self, revents: libc::c_short, now: Instant) {
@@ -1290,10 +1288,7 @@ impl EventLoop {
             Purpose::ListTabs { restore: true } if !self.connected => {
                 // Tried while the daemon had no connection: no herdr after
                 // all.
-                self.log.line(
-                    "no herdr server: names cannot be restored now; state kept for remove-icons",
-                );
-                self.exit_code = Some(0);
+                self.leave_without_restore();
             }
             Purpose::ListTabs { restore: true } if self.off => {
                 // `off` waits for this daemon and then gives the names back
@@ -1312,7 +1307,7 @@ impl EventLoop {
             }
             Purpose::Rename { restore: true, .. } => {
                 self.restores_outstanding = self.restores_outstanding.saturating_sub(1);
-                self.restore_failed = true;
+                self.restore_failure_message = true;
                 self.maybe_finish_restore(now);
             }
             Purpose::Rename { restore: false, .. } => {
@@ -1400,8 +1395,8 @@ impl EventLoop {
         if self.restores_outstanding > 0 {
             return;
         }
-        if self.restore_failed {
-            self.restore_failed = false;
+        if self.restore_failure_message {
+            self.restore_failure_message = false;
             self.log
                 .line("restore: some renames failed; listing the tabs again in 1 s");
             self.retry_deadline = Some(now + RETRY);

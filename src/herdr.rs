@@ -141,14 +141,18 @@ pub struct TabInfo {
 }
 
 impl TabInfo {
-    /// The tab in the core's terms; a status herdr may add later counts
-    /// as unknown. Moves the names rather than copying a thousand of them.
-    pub fn into_tab(self) -> Tab {
-        let status = self
-            .agent_status
+    /// herdr's status for the tab; one herdr may add later is unknown.
+    pub fn status(&self) -> Status {
+        self.agent_status
             .as_deref()
             .and_then(Status::from_name)
-            .unwrap_or(Status::Unknown);
+            .unwrap_or(Status::Unknown)
+    }
+
+    /// The tab in the core's terms. Moves the names rather than copying a
+    /// thousand of them.
+    pub fn into_tab(self) -> Tab {
+        let status = self.status();
         Tab {
             tab_id: self.tab_id,
             number: self.number,
@@ -266,7 +270,7 @@ pub fn excerpt(bytes: &[u8]) -> String {
     }
     let text = String::from_utf8_lossy(&bytes[..end]);
     let mut text = text.into_owned();
-    crate::log::remove_controls(&mut text);
+    crate::text::remove_controls(&mut text);
     text
 }
 

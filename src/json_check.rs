@@ -12,7 +12,7 @@
 //! than a second walk after miniserde's `Value`, whose map of values and
 //! float formatting cost 4 KiB of binary for six settings.
 
-use crate::log::quote_short;
+use crate::text::quote_short;
 
 /// The first error in a JSON text. `line` and `column` count from 1, and
 /// the column counts characters, not bytes, as editors do.
@@ -515,7 +515,7 @@ impl<'a> Reader<'a> {
 /// or as a mark on the character before (ASCII controls aside, which have
 /// short escapes).
 fn invisible(c: char) -> bool {
-    crate::log::is_control(c) || c.is_whitespace() || crate::log::shows_nothing(c)
+    crate::text::is_control(c) || c.is_whitespace() || crate::text::shows_nothing(c)
 }
 
 /// The 1-based line and character column of byte offset `pos`. Lines end
@@ -1093,7 +1093,7 @@ mod tests {
                 "{text:?}: {what}"
             );
             assert!(
-                !what.chars().any(crate::log::is_control),
+                !what.chars().any(crate::text::is_control),
                 "{text:?}: {what}"
             );
         }

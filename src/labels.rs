@@ -111,10 +111,10 @@ pub const EMOJI_PRESENTATION: char = '\u{FE0F}';
 /// Stripping is idempotent for every configuration: it stops only when no
 /// known icon followed by a separator is left at the front. Stripping a
 /// composed label gives back the stripped base, `strip(compose(i, b)) ==
-/// strip(b)`, as long as no icon is another icon followed by the
-/// separator's first character and more (say the icons "a" and "a b" with
-/// the separator " "): such a pair makes "a b c" ambiguous, and the longer
-/// icon wins. No built-in icon is like that.
+/// strip(b)`, as long as no icon is another icon followed by a space or the
+/// separator's first character, and more (say the icons "a" and "a b" with
+/// the separator "|"): such a pair makes "a b|c" ambiguous, and the longer
+/// icon wins. No two built-in icons are like that (`ambiguous_icons`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Labeler {
     icons: [String; 5],

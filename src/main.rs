@@ -8,8 +8,10 @@
 //! - the herdr client: `herdr`;
 //! - the daemon: `daemon` (pidfile lock, detaching), `event_loop` (the one
 //!   poll loop), `signals` (the self-pipe), `sys` (the system calls);
-//! - on disk: `config`, `state`, `log`, `files`, `paths`;
-//! - the command line: `cli`, `commands`, `error`.
+//! - on disk: `config` (with `json_check`, its JSON reader that knows
+//!   lines and columns), `state`, `log`, `files`, `paths`;
+//! - the command line: `cli`, `commands`, `error`;
+//! - `text`: outside text made safe for the log, terminal and messages.
 
 /// `print!` and `println!` for the person at the terminal, without their
 /// panic on a closed pipe (`cowbell presets | head -1`): by the time a
@@ -52,6 +54,7 @@ mod signals;
 mod state;
 mod sys;
 mod tab_map;
+mod text;
 
 use std::process::ExitCode;
 

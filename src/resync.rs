@@ -84,7 +84,7 @@ pub struct TabRecord {
     pub released: bool,
     /// Read back from a state.json a killed daemon left, and not looked
     /// at since (see `is_own`).
-    pub from_disk: bool,
+    pub left_by_killed_daemon: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -96,11 +96,20 @@ pub struct Sent {
     answer_lost: bool,
 }
 
+impl Sent {
+    fn recent(&self, label: &str, now: Instant) -> bool {
+        self.label == label && now.saturating_duration_since(self.at) <= ECHO_MEMORY
+    }
+
+    /// Sent recently, and its echo has not come back yet.
+    fn awaiting_echo(&self, label: &str, now: Instant) -> bool {
+        !self.echoed && self.recent(label, now)
+    }
+}
+
 impl TabRecord {
     fn sent_recently(&self, label: &str, now: Instant) -> bool {
-        self.sent.iter().any(|sent| {
-            sent.label == label && now.saturating_duration_since(sent.at) <= ECHO_MEMORY
-        })
+        self.sent.iter().any(|sent| sent.recent(label, now))
     }
 
     /// A label cowbell put there: the last one it sent (its rename may have
@@ -118,13 +127,9 @@ impl TabRecord {
     /// over cowbell's as a fight.)
     fn is_own(&self, label: &str, settings: &Settings, now: Instant) -> bool {
         let newest = self.sent.last().is_some_and(|sent| sent.label == label);
-        let unechoed = self.sent.iter().any(|sent| {
-            !sent.echoed
-                && sent.label == label
-                && now.saturating_duration_since(sent.at) <= ECHO_MEMORY
-        });
+        let unechoed = self.sent.iter().any(|sent| sent.awaiting_echo(label, now));
         let labeler = &settings.labeler;
-        let left_by_a_crash = self.from_disk
+        let left_by_a_crash = self.left_by_killed_daemon
             && (Status::ALL
                 .iter()
                 .any(|status| labeler.label(*status, &self.base) == label)
@@ -141,7 +146,7 @@ impl TabRecord {
     }
 
     /// A label an earlier process sent (see `unconfirmed`).
-    pub fn sent_earlier(&mut self, label: &str, now: Instant) {
+    pub fn remember_unconfirmed(&mut self, label: &str, now: Instant) {
         self.remember_sent(label, now);
     }
 
@@ -295,6 +300,9 @@ impl Tracker {
         plan
     }
 
+    /// One listed tab: take in what changed since the last look (a rename by
+    /// someone else gives a new base and may be a fight), then queue the
+    /// rename to the label it should show, unless it cools down.
     fn resync_tab(&mut self, tab: &Tab, settings: &Settings, now: Instant, plan: &mut Plan) {
         let labeler = &settings.labeler;
         // None: an auto-named tab that cowbell leaves alone.
@@ -305,35 +313,10 @@ impl Tracker {
             .sent
             .retain(|sent| now.saturating_duration_since(sent.at) <= ECHO_MEMORY);
         if tab.label != record.seen {
-            if record.is_own(&tab.label, settings, now) {
-                record.written = Some(tab.label.clone());
-            } else if tab.looks_auto_named() {
-                // herdr's positional name: an auto-named tab that moved, or
-                // a new server reusing a tracked id for an unnamed tab. It is
-                // never a name to keep; the auto-named rules below apply.
-                if record.auto_named {
-                    // Someone put the number back over cowbell's label: one
-                    // who does it after every cowbell rename is a fight like
-                    // any other.
-                    note_fight(record, &tab.tab_id, now, settings, plan);
-                } else {
-                    record.auto_named = true;
-                    record.forget_own_labels();
-                }
-            } else {
-                // Someone else named the tab: their name is the new base.
-                record.base = foreign_base(record, &tab.label, labeler);
-                record.auto_named = false;
-                record.forget_own_labels();
-                plan.notes.push(Note::NewBase {
-                    tab_id: tab.tab_id.clone(),
-                    base: record.base.clone(),
-                });
-                note_fight(record, &tab.tab_id, now, settings, plan);
-            }
+            notice_label_change(record, tab, settings, now, plan);
             record.seen = tab.label.clone();
         }
-        record.from_disk = false;
+        record.left_by_killed_daemon = false;
         record.status = Some(tab.status);
         record.fight.expire(now);
         if record.auto_named && !settings.include_auto_named {
@@ -396,11 +379,10 @@ impl Tracker {
         let Some(record) = self.tabs.get_mut(tab_id) else {
             return false;
         };
-        let pending = record.sent.iter().position(|sent| {
-            !sent.echoed
-                && sent.label == label
-                && now.saturating_duration_since(sent.at) <= ECHO_MEMORY
-        });
+        let pending = record
+            .sent
+            .iter()
+            .position(|sent| sent.awaiting_echo(label, now));
         match pending {
             Some(i) => {
                 record.sent[i].echoed = true;
@@ -416,13 +398,15 @@ impl Tracker {
     /// Some tab read back after a killed daemon has not been looked at yet:
     /// the record of the crash must stay for whoever looks next.
     pub fn crash_unexamined(&self) -> bool {
-        self.tabs.values().any(|record| record.from_disk)
+        self.tabs
+            .values()
+            .any(|record| record.left_by_killed_daemon)
     }
 
-    /// Read back from a state.json a killed daemon left (see `from_disk`).
-    pub fn read_back_at_start(&mut self) {
+    /// Read back from a state.json a killed daemon left (see `left_by_killed_daemon`).
+    pub fn mark_left_by_killed_daemon(&mut self) {
         for record in self.tabs.values_mut() {
-            record.from_disk = true;
+            record.left_by_killed_daemon = true;
         }
     }
 
@@ -543,6 +527,43 @@ impl Tracker {
             seen: tab.label.clone(),
             ..TabRecord::default()
         });
+    }
+}
+
+/// The tab shows a label other than the one cowbell last saw: cowbell's
+/// own, herdr's positional name, or someone else's new name for the tab.
+fn notice_label_change(
+    record: &mut TabRecord,
+    tab: &Tab,
+    settings: &Settings,
+    now: Instant,
+    plan: &mut Plan,
+) {
+    if record.is_own(&tab.label, settings, now) {
+        record.written = Some(tab.label.clone());
+    } else if tab.looks_auto_named() {
+        // herdr's positional name: an auto-named tab that moved, or
+        // a new server reusing a tracked id for an unnamed tab. It is
+        // never a name to keep; `resync_tab`'s auto-named rules apply.
+        if record.auto_named {
+            // Someone put the number back over cowbell's label: one
+            // who does it after every cowbell rename is a fight like
+            // any other.
+            note_fight(record, &tab.tab_id, now, settings, plan);
+        } else {
+            record.auto_named = true;
+            record.forget_own_labels();
+        }
+    } else {
+        // Someone else named the tab: their name is the new base.
+        record.base = foreign_base(record, &tab.label, &settings.labeler);
+        record.auto_named = false;
+        record.forget_own_labels();
+        plan.notes.push(Note::NewBase {
+            tab_id: tab.tab_id.clone(),
+            base: record.base.clone(),
+        });
+        note_fight(record, &tab.tab_id, now, settings, plan);
     }
 }
 

@@ -67,7 +67,7 @@ pub struct State {
     pub off: bool,
     /// A running daemon wrote the file, and its last save on the way out
     /// (which says false) never came: it was killed, and may have renamed
-    /// tabs after this save (see `Tracker::read_back_at_start`).
+    /// tabs after this save (see `Tracker::mark_left_by_killed_daemon`).
     pub daemon_running: bool,
     pub tabs: BTreeMap<String, TabEntry>,
 }
@@ -354,7 +354,7 @@ pub fn to_tracker(state: &State, clock: Clock, timing: &Timing) -> Tracker {
         // Sent by a process that ended before herdr's answer: if the tab
         // shows it, it is cowbell's own label, not a rename by someone else.
         if let Some(label) = &entry.pending {
-            record.sent_earlier(label, clock.mono);
+            record.remember_unconfirmed(label, clock.mono);
         }
         tracker.tabs.insert(tab_id.clone(), record);
     }

@@ -58,7 +58,8 @@ pub fn boot_id() -> Option<String> {
     #[cfg(not(target_vendor = "apple"))]
     {
         // 36 characters and a newline: one read into a buffer does, and
-        // costs 1 KiB less binary than `fs::read_to_string` (issue 2).
+        // costs 1 KiB less binary than `fs::read_to_string` (BENCH.md has
+        // the size budget).
         use std::io::Read;
         let mut buffer = [0u8; 64];
         let mut file = std::fs::File::open("/proc/sys/kernel/random/boot_id").ok()?;
@@ -125,8 +126,10 @@ fn set_nonblocking(fd: BorrowedFd<'_>) -> io::Result<()> {
     set_status_flag(fd, libc::O_NONBLOCK, true)
 }
 
-/// Makes reads and writes on `fd` wait again (files opened `O_NONBLOCK`
-/// only so that opening a FIFO could not hang).
+/// Makes reads and writes on `fd` wait again: for a file opened
+/// `O_NONBLOCK` only so that opening a FIFO could not hang, and for a
+/// short command's socket, connected without blocking so that a full
+/// listen queue could not hang it.
 pub fn set_blocking(fd: BorrowedFd<'_>) -> io::Result<()> {
     set_status_flag(fd, libc::O_NONBLOCK, false)
 }
@@ -319,10 +322,7 @@ pub fn close_inherited(keep: BorrowedFd<'_>) {
 pub fn request_handover(pid: u32) -> io::Result<()> {
     #[cfg(any(target_os = "linux", target_os = "android"))]
     {
-        let pid = libc::pid_t::try_from(pid)
-            .ok()
-            .filter(|pid| *pid > 1)
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a process id"))?;
+        let pid = process_id(pid)?;
         let value = libc::sigval {
             sival_ptr: std::ptr::null_mut(),
         };
@@ -344,12 +344,19 @@ pub fn is_alive(pid: u32) -> bool {
     }
 }
 
-/// Sends `signal` to `pid`.
-pub fn kill(pid: u32, signal: libc::c_int) -> io::Result<()> {
-    let pid = libc::pid_t::try_from(pid)
+/// A pid from a pidfile, as the system calls take it. Never 0, -1 or 1:
+/// `kill` would take the first two for a process group or every process,
+/// and 1 is init, not a daemon.
+fn process_id(pid: u32) -> io::Result<libc::pid_t> {
+    libc::pid_t::try_from(pid)
         .ok()
         .filter(|pid| *pid > 1)
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a process id"))?;
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a process id"))
+}
+
+/// Sends `signal` to `pid`.
+pub fn kill(pid: u32, signal: libc::c_int) -> io::Result<()> {
+    let pid = process_id(pid)?;
     // SAFETY: kill takes no pointers.
     cvt(unsafe { libc::kill(pid, signal) })?;
     Ok(())

@@ -1,7 +1,7 @@
 //! The tracker's tabs by id: a Vec kept sorted by id.
 //!
 //! A `BTreeMap` would do, but its node, rebalancing and `retain` code cost
-//! 12 KiB of a binary with a size budget (issue 2; the one sort this map
+//! 12 KiB of a binary with a size budget (BENCH.md; the one sort this map
 //! needs takes 4 KiB of that back), while the tracker needs
 //! little of it: lookups by id, inserts mostly at startup, and iteration in
 //! id order so that state.json comes out the same for the same tabs.
