@@ -197,6 +197,9 @@ struct ResultBody {
     tabs: Option<Vec<TabInfo>>,
     panes: Option<Vec<PaneInfo>>,
     plugins: Option<Vec<PluginInfo>>,
+    /// Only looked at to be there: a rename's answer without the tab is
+    /// garbled, and the rename is tried again.
+    tab: Option<TabInfo>,
 }
 
 #[derive(Deserialize, Default)]
@@ -296,6 +299,7 @@ pub fn parse_line(bytes: &[u8]) -> Result<Message, Malformed> {
         "tab_list" => Message::Tabs(result.tabs.ok_or_else(malformed)?),
         "pane_list" => Message::Panes(result.panes.ok_or_else(malformed)?),
         "plugin_list" => Message::Plugins(result.plugins.ok_or_else(malformed)?),
+        "tab_info" if result.tab.is_none() => return Err(malformed()),
         _ => Message::Ok,
     })
 }
