@@ -633,7 +633,12 @@ impl EventLoop {
         if due(self.spinner_deadline) {
             self.spinner_deadline = None;
             self.tracker.advance_spinner();
-            self.begin_resync();
+            // While a failed request waits for its retry, a frame would only
+            // send the refused rename again, with a log line and a save each
+            // time: the frame shows at the retry.
+            if self.retry_deadline.is_none() {
+                self.begin_resync();
+            }
         }
         self.arm_spinner(now);
         self.cooldown_deadline = self.tracker.next_cooldown_end(now);

@@ -1516,6 +1516,29 @@ fn a_rename_refused_for_good_is_tried_less_and_less_often() {
     );
 }
 
+/// The same with the spinner on: a frame is no reason to send the refused
+/// rename again (a log line and a save of state.json each time).
+#[test]
+fn a_rename_refused_for_good_backs_off_with_the_spinner_on_too() {
+    let cb = Cowbell::new();
+    cb.write_config(r#"{"spinner": true, "spinner_interval_ms": 250}"#);
+    let (_, pane) = cb.tab(Some("api"));
+    cb.herdr.set_status(&pane, "working");
+    cb.herdr.fail_next_renames(1_000_000);
+    cb.startup();
+    cb.wait_for_daemon(2 * SECOND);
+    std::thread::sleep(10 * SECOND);
+    // Tries at 0, 1, 2, 3, 4, 6 s; a try per frame would be 40.
+    let tries = cb.herdr.requests_of("tab.rename").len();
+    assert!(
+        (4..=8).contains(&tries),
+        "{tries} tries in 10 s\n{}",
+        cb.log()
+    );
+    let lines = cb.log().lines().count();
+    assert!(lines <= 3 * 8, "{lines} log lines in 10 s\n{}", cb.log());
+}
+
 /// herdr shows nothing a menu action prints: an action that fails (here
 /// the state directory is a file) shows why as a herdr notification.
 #[test]
