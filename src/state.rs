@@ -292,10 +292,14 @@ impl Clock {
         }
     }
 
-    /// A stored past moment as an instant, clamped to now if the clock went
-    /// back; `None` when it is older than the monotonic clock can express.
+    /// A stored past moment as an instant; `None` when it is older than the
+    /// monotonic clock can express, or lies in the future because the wall
+    /// clock went back since. Taken for now, such a moment (a fight, say,
+    /// days old) would count as recent.
     fn past(self, wall_ms: u64) -> Option<Instant> {
-        if wall_ms >= self.wall_ms {
+        if wall_ms > self.wall_ms.saturating_add(1000) {
+            None
+        } else if wall_ms >= self.wall_ms {
             Some(self.mono)
         } else {
             self.mono
@@ -735,5 +739,45 @@ mod tests {
         let left = fight.cooldown_until.unwrap().duration_since(jumped.mono);
         assert!(left <= Duration::from_secs(60), "{left:?} left");
         assert_eq!(fight.last_cooldown.unwrap().1, Duration::from_secs(60));
+    }
+
+    /// Fights and cowbell's last rename of days ago, read back after the
+    /// wall clock stepped back past them, are not recent: one rename by
+    /// hand must not start a cool-down.
+    #[test]
+    fn old_fights_read_after_a_clock_step_back_are_not_recent() {
+        let timing = Timing::REAL;
+        let saved = Clock::now();
+        let day_ms = 86_400_000;
+        let mut state = State::default();
+        state.tabs.insert(
+            "w1:t1".into(),
+            TabEntry {
+                base: "api".into(),
+                written: Some("🔴 api".into()),
+                fights_ms: vec![saved.wall_ms - day_ms, saved.wall_ms - day_ms + 5000],
+                last_own_rename_ms: Some(saved.wall_ms - day_ms + 5000),
+                fights_total: 2,
+                ..<TabEntry as Default>::default()
+            },
+        );
+        // The next daemon starts a minute later, with the wall clock
+        // stepped back three days (a wrong RTC corrected, a VM snapshot).
+        let later = Clock {
+            mono: saved.mono + Duration::from_secs(60),
+            wall_ms: saved.wall_ms + 60_000 - 3 * day_ms,
+        };
+        let mut fight = to_tracker(&state, later, &timing).tabs["w1:t1"]
+            .fight
+            .clone();
+        let verdict = fight.foreign_rename(later.mono + Duration::from_secs(1), &timing);
+        assert_eq!(verdict, crate::fights::Verdict::NotAFight, "{fight:?}");
+        // Without the step, a moment from a second ago is still recent.
+        let now = Clock {
+            mono: saved.mono + Duration::from_secs(60),
+            wall_ms: saved.wall_ms + 60_000,
+        };
+        assert!(now.past(now.wall_ms - 1000).is_some());
+        assert_eq!(now.past(now.wall_ms + 500), Some(now.mono));
     }
 }
