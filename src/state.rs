@@ -655,7 +655,8 @@ mod tests {
         let restored = to_tracker(&state, jumped, &timing);
         let until = restored.tabs["w1:t1"].fight.cooldown_until.unwrap();
         assert!(until.duration_since(jumped.mono) <= timing.max_cooldown);
-        assert_eq!(restored.tabs["w1:t1"].fight.fights, vec![jumped.mono]);
+        // A fight now "in the future" may be days old: it is dropped.
+        assert_eq!(restored.tabs["w1:t1"].fight.fights, Vec::new());
     }
 
     #[test]
