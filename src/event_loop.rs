@@ -935,6 +935,7 @@ impl EventLoop {
             .line_fmt(format_args!("connected to {}", self.paths.socket.display()));
         self.panes_wanted = true;
         self.plugin_check_deadline = Some(now + self.durations.heartbeat);
+        self.tracker.looked_away = true;
         self.begin_resync();
     }
 

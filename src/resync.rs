@@ -249,6 +249,10 @@ fn first_record(tab: &Tab, settings: &Settings) -> Option<TabRecord> {
 pub struct Tracker {
     pub tabs: TabMap,
     pub spinner_frame: usize,
+    /// cowbell has not looked at the tabs since it (re)connected: whatever
+    /// changed meanwhile happened while it renamed nothing (see
+    /// `notice_label_change`).
+    pub looked_away: bool,
 }
 
 impl Tracker {
@@ -297,6 +301,7 @@ impl Tracker {
         for tab in listed {
             self.resync_tab(tab, settings, now, &mut plan);
         }
+        self.looked_away = false;
         plan
     }
 
@@ -313,7 +318,7 @@ impl Tracker {
             .sent
             .retain(|sent| now.saturating_duration_since(sent.at) <= ECHO_MEMORY);
         if tab.label != record.seen {
-            notice_label_change(record, tab, settings, now, plan);
+            notice_label_change(record, tab, self.looked_away, settings, now, plan);
             record.seen = tab.label.clone();
         }
         record.left_by_killed_daemon = false;
@@ -532,20 +537,31 @@ impl Tracker {
 
 /// The tab shows a label other than the one cowbell last saw: cowbell's
 /// own, herdr's positional name, or someone else's new name for the tab.
+///
+/// Seen at the first look after cowbell was away (a herdr restart, a new
+/// daemon), someone else's label is no fight: cowbell renamed nothing
+/// meanwhile. It may even be a new tab: a fresh herdr session hands out the
+/// same ids again, and the tab must not inherit the old one's cool-down.
 fn notice_label_change(
     record: &mut TabRecord,
     tab: &Tab,
+    looked_away: bool,
     settings: &Settings,
     now: Instant,
     plan: &mut Plan,
 ) {
     if record.is_own(&tab.label, settings, now) {
         record.written = Some(tab.label.clone());
-    } else if tab.looks_auto_named() {
+        return;
+    }
+    if looked_away {
+        record.fight = FightRecord::default();
+    }
+    if tab.looks_auto_named() {
         // herdr's positional name: an auto-named tab that moved, or
         // a new server reusing a tracked id for an unnamed tab. It is
         // never a name to keep; `resync_tab`'s auto-named rules apply.
-        if record.auto_named {
+        if record.auto_named && !looked_away {
             // Someone put the number back over cowbell's label: one
             // who does it after every cowbell rename is a fight like
             // any other.
@@ -563,7 +579,9 @@ fn notice_label_change(
             tab_id: tab.tab_id.clone(),
             base: record.base.clone(),
         });
-        note_fight(record, &tab.tab_id, now, settings, plan);
+        if !looked_away {
+            note_fight(record, &tab.tab_id, now, settings, plan);
+        }
     }
 }
 
@@ -962,6 +980,33 @@ mod tests {
             renames(&tracker.resync(&tabs, &s, end)),
             [("w1:t1", "🔴 api")]
         );
+    }
+
+    /// A tab renamed while cowbell was away (a herdr restart, a new
+    /// daemon) is no fight, and a tab that only shares an old tab's id (a
+    /// fresh herdr session hands ids out again) gets no old cool-down.
+    #[test]
+    fn a_rename_seen_at_the_first_look_after_a_reconnect_is_no_fight() {
+        let s = settings();
+        let mut tracker = Tracker::default();
+        let mut tabs = vec![tab("w1:t1", 1, "api", Status::Blocked)];
+        let (_, now) = hostile(&mut tracker, &mut tabs, &s, "api", 10);
+        assert!(tracker.tabs["w1:t1"].fight.cooling_down(now));
+        // Reconnected to a fresh session: a new tab "build" has the id.
+        tracker.looked_away = true;
+        let tabs = vec![tab("w1:t1", 1, "build", Status::Blocked)];
+        let plan = tracker.resync(&tabs, &s, now);
+        assert_eq!(renames(&plan), [("w1:t1", "🔴 build")]);
+        let fight = &tracker.tabs["w1:t1"].fight;
+        assert!(fight.fights.is_empty() && fight.cooldown_until.is_none());
+        assert_eq!((fight.level, fight.total), (0, 0));
+        assert!(!tracker.looked_away);
+        // Once looked, a rename right after cowbell's counts again.
+        let mut tabs = tabs;
+        apply(&mut tracker, &mut tabs, &plan.renames);
+        tabs[0].label = "web".into();
+        tracker.resync(&tabs, &s, now + Duration::from_secs(1));
+        assert_eq!(tracker.tabs["w1:t1"].fight.fights.len(), 1);
     }
 
     #[test]

@@ -594,6 +594,36 @@ fn fight_history_and_cooldowns_survive_a_daemon_restart() {
     );
 }
 
+/// A fresh herdr session on the same socket (so the same state directory)
+/// hands out a cooled-down tab's id to a new tab: the new tab shows its
+/// icon at once, without the old tab's cool-down or fights.
+#[test]
+fn a_new_tab_reusing_an_id_does_not_inherit_a_cooldown() {
+    // Scale 10: fight window 3 s, first cool-down 6 s (60 s of the spec).
+    let mut cb = Cowbell::with(Options::immediate(), 10.0);
+    let (tab, pane) = cb.tab(Some("api"));
+    cb.herdr.set_status(&pane, "blocked");
+    cb.startup();
+    cb.wait_for_daemon(2 * SECOND);
+    cb.expect_label(&tab, "🔴 api", 2 * SECOND);
+    // Three renames by hand right after cowbell's: a cool-down.
+    for name in ["n0", "n1"] {
+        cb.herdr.rename_tab(&tab, name);
+        cb.expect_label(&tab, &format!("🔴 {name}"), 2 * SECOND);
+    }
+    cb.herdr.rename_tab(&tab, "n2");
+    wait_for_cooldown(&cb, &tab, None, 2 * SECOND);
+    cb.herdr.start_again(false);
+    let ws = cb.herdr.add_workspace("beta");
+    let new_tab = cb.herdr.add_tab(&ws, Some("build"));
+    assert_eq!(new_tab, tab, "the fake hands out the same id again");
+    let new_pane = cb.herdr.panes_of(&new_tab)[0].clone();
+    cb.herdr.set_status(&new_pane, "blocked");
+    cb.expect_label(&new_tab, "🔴 build", 2 * SECOND);
+    let row = status_row(&cb, &new_tab);
+    assert_eq!(entry_u64(&row, "fights"), Some(0), "{}", show(&row));
+}
+
 #[test]
 fn four_renames_by_hand_within_ninety_seconds_pause_the_icon_for_sixty() {
     const SCALE: f64 = 60.0;
