@@ -617,6 +617,7 @@ impl EventLoop {
         if due(self.heartbeat_deadline) || due(self.plugin_check_deadline) {
             self.heartbeat_deadline = None;
             self.plugin_check_deadline = Some(now + self.durations.heartbeat);
+            self.log.reopen_if_moved();
             if self.connected && self.stop.is_none() {
                 self.queue.push_back(Purpose::ListPlugins);
                 self.begin_resync();

@@ -50,6 +50,23 @@ impl Log {
             .map_or(0, |m| m.len());
     }
 
+    /// Opens the log again if its path no longer names the open file:
+    /// someone deleted or moved `cowbell.log`, and lines written into the
+    /// old file would be lost until the next rotation, days away on a
+    /// quiet server.
+    pub fn reopen_if_moved(&mut self) {
+        use std::os::unix::fs::MetadataExt;
+        let same = match (&self.file, std::fs::symlink_metadata(&self.path)) {
+            (Some(file), Ok(there)) => file
+                .metadata()
+                .is_ok_and(|mine| mine.dev() == there.dev() && mine.ino() == there.ino()),
+            _ => false,
+        };
+        if !same {
+            self.reopen();
+        }
+    }
+
     /// The full log becomes `cowbell.log.1` and a new one starts (also
     /// when someone moved or deleted the log meanwhile). When the rename
     /// fails and the full file is still there (a read-only directory, a
@@ -195,6 +212,27 @@ mod tests {
             log.line(&message);
         }
         assert!(path.exists());
+    }
+
+    #[test]
+    fn a_log_deleted_or_moved_is_opened_again_where_one_looks() {
+        let temp = TempDir::new("log-moved");
+        let path = temp.0.join("cowbell.log");
+        let mut log = Log::open(path.clone());
+        log.line("first");
+        log.reopen_if_moved();
+        log.line("second");
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains("first") && text.contains("second"), "{text}");
+        std::fs::remove_file(&path).unwrap();
+        log.reopen_if_moved();
+        log.line("after the delete");
+        std::fs::rename(&path, temp.0.join("old.log")).unwrap();
+        log.reopen_if_moved();
+        log.line("after the move");
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains("after the move"), "{text}");
+        assert!(!text.contains("after the delete"), "{text}");
     }
 
     #[test]

@@ -551,6 +551,24 @@ fn the_heartbeat_notices_an_uninstalled_plugin() {
     );
 }
 
+/// `rm cowbell.log` under a running daemon: the heartbeat opens a new one,
+/// so what the daemon logs after it is not lost in the deleted file.
+#[test]
+fn the_heartbeat_brings_a_deleted_log_back() {
+    // Scale 60: the 60 s heartbeat becomes 1 s.
+    let cb = Cowbell::with(Options::default(), 60.0);
+    let (tab, pane) = cb.tab(Some("api"));
+    cb.startup();
+    cb.wait_for_daemon(2 * SECOND);
+    let log = cb.server_dir().join("cowbell.log");
+    std::fs::remove_file(&log).unwrap();
+    std::thread::sleep(3 * SECOND);
+    cb.herdr.set_status(&pane, "blocked");
+    cb.expect_label(&tab, "🔴 api", 2 * SECOND);
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(cb.log().contains("renamed"), "{:?}", cb.log());
+}
+
 #[test]
 fn the_heartbeat_resyncs_a_quiet_server() {
     let cb = Cowbell::with(Options::default(), 60.0);
