@@ -12,9 +12,10 @@
 #
 # Linux x86_64/aarch64: <arch>-unknown-linux-musl, the musl target is added
 # with rustup when missing; if musl cannot be had, a static glibc binary
-# (-C target-feature=+crt-static, <arch>-unknown-linux-gnu).
+# (-C target-feature=+crt-static, <arch>-unknown-linux-gnu). A musl host
+# (Alpine's Rust): the host's own target with +crt-static.
 # macOS: a normal release binary. Other Linux architectures: a normal
-# (dynamic) release binary for the host.
+# (dynamic) release binary for the host. Every build is --locked.
 #
 # The artefact is taken from ${CARGO_TARGET_DIR:-target}/<triple>/release/
 # (the --tiny build uses ${CARGO_TARGET_DIR:-target}/tiny/<triple>/release/ so
@@ -63,16 +64,22 @@ for arg in "$@"; do
     esac
 done
 
-# A relative CARGO_TARGET_DIR is the caller's, as it is for cargo itself:
-# make it absolute before leaving the caller's directory.
+# A relative CARGO_TARGET_DIR (or CARGO_BUILD_TARGET_DIR) is the caller's,
+# as it is for cargo itself: make it absolute before leaving the caller's
+# directory.
 case ${CARGO_TARGET_DIR:-} in
     ''|/*) ;;
     *) CARGO_TARGET_DIR=$(pwd)/$CARGO_TARGET_DIR; export CARGO_TARGET_DIR ;;
 esac
+case ${CARGO_BUILD_TARGET_DIR:-} in
+    ''|/*) ;;
+    *) CARGO_BUILD_TARGET_DIR=$(pwd)/$CARGO_BUILD_TARGET_DIR; export CARGO_BUILD_TARGET_DIR ;;
+esac
 
 # Work from the directory holding this script (the repository root).
+# (CDPATH= : an exported CDPATH could send a relative cd elsewhere.)
 case $0 in
-    */*) cd "${0%/*}" ;;
+    */*) CDPATH= cd -- "${0%/*}" ;;
 esac
 [ -f Cargo.toml ] || die "no Cargo.toml in $(pwd); run build.sh from the cowbell repository root"
 
@@ -92,10 +99,16 @@ fi
 have_rustup=0
 command -v rustup >/dev/null 2>&1 && have_rustup=1
 
-# Every cargo build gets --target-dir: a build.target-dir in cargo's own
-# config (or CARGO_BUILD_TARGET_DIR) would otherwise put the binary where
-# this script does not look.
-target_root=${CARGO_TARGET_DIR:-target}
+# Where cargo puts what it builds: CARGO_TARGET_DIR, else what the
+# packager's cargo config or CARGO_BUILD_TARGET_DIR says (cargo metadata
+# knows), else ./target. Every build gets it as --target-dir, so the
+# artefact is where this script looks.
+target_root=${CARGO_TARGET_DIR:-}
+if [ -z "$target_root" ]; then
+    target_root=$(cargo metadata --format-version 1 --no-deps --offline 2>/dev/null |
+        sed -n 's/.*"target_directory":"\([^"\\]*\)".*/\1/p')
+    [ -n "$target_root" ] || target_root=target
+fi
 os=$(uname -s)
 machine=$(uname -m)
 
@@ -110,6 +123,22 @@ mode=           # musl | glibc-static | native
 triple=         # the --target triple
 artefact=
 tiny_built=0
+
+# Runs "$@" with the flags in $1 added to the ones cargo will use: a
+# packager's CARGO_ENCODED_RUSTFLAGS wins over RUSTFLAGS in cargo, so the
+# flags go where cargo looks. (Either replaces build.rustflags from a cargo
+# config, as cargo does.)
+with_rustflags() {
+    flags=$1
+    shift
+    if [ -n "${CARGO_ENCODED_RUSTFLAGS+set}" ]; then
+        sep=$(printf '\037')
+        encoded=$(printf '%s' "$flags" | tr ' ' '\037')
+        CARGO_ENCODED_RUSTFLAGS="${CARGO_ENCODED_RUSTFLAGS:+$CARGO_ENCODED_RUSTFLAGS$sep}$encoded" "$@"
+    else
+        RUSTFLAGS="${RUSTFLAGS:+$RUSTFLAGS }$flags" "$@"
+    fi
+}
 
 # Is the standard library for target $1 installed in the current toolchain?
 have_target() {
@@ -131,11 +160,12 @@ build_musl() {
             return 1
         fi
     fi
-    say "building static musl binary (cargo build --release --target $musl)"
-    if ! cargo build --release --target "$musl" --target-dir "$target_root"; then
-        say "musl build failed"
-        return 1
-    fi
+    say "building static musl binary (cargo build --release --locked --target $musl)"
+    # With the target at hand, a failure is the build's own (a compile
+    # error, no network for the crates): a glibc build would only fail the
+    # same way, under a message that blames musl.
+    cargo build --release --locked --target "$musl" --target-dir "$target_root" ||
+        die "cargo build --release --target $musl failed"
     mode=musl
     triple=$musl
     artefact=$target_root/$musl/release/cowbell
@@ -143,9 +173,9 @@ build_musl() {
 
 build_glibc_static() {
     gnu=$arch-unknown-linux-gnu
-    say "musl is not available: building a static glibc binary instead (RUSTFLAGS=-C target-feature=+crt-static, --target $gnu)"
-    if ! RUSTFLAGS="${RUSTFLAGS:+$RUSTFLAGS }-C target-feature=+crt-static" \
-        cargo build --release --target "$gnu" --target-dir "$target_root"; then
+    say "musl is not available: building a static glibc binary instead (-C target-feature=+crt-static, --target $gnu)"
+    if ! with_rustflags "-C target-feature=+crt-static" \
+        cargo build --release --locked --target "$gnu" --target-dir "$target_root"; then
         # No static glibc either (a distro Rust without glibc-static): a
         # dynamic binary still runs on this host.
         say "static glibc build failed: building a normal (dynamic) release binary"
@@ -162,15 +192,32 @@ build_native() {
     # otherwise put the binary where this script does not look.
     host=$(rustc -vV 2>/dev/null | sed -n 's/^host: //p')
     [ -n "$host" ] || die "cannot tell the host target (rustc -vV printed no host line)"
-    say "building release binary (cargo build --release --target $host)"
-    cargo build --release --target "$host" --target-dir "$target_root" || die "cargo build --release failed"
+    say "building release binary (cargo build --release --locked --target $host)"
+    cargo build --release --locked --target "$host" --target-dir "$target_root" ||
+        die "cargo build --release failed"
     mode=native
     triple=$host
     artefact=$target_root/$host/release/cowbell
 }
 
+# A musl host (Alpine's own Rust has no *-unknown-linux-musl standard
+# library, and no rustup): the host target is the musl one, static with
+# +crt-static.
+build_host_musl() {
+    say "building static musl binary for this musl host (-C target-feature=+crt-static, --target $1)"
+    with_rustflags "-C target-feature=+crt-static" \
+        cargo build --release --locked --target "$1" --target-dir "$target_root" ||
+        die "cargo build --release --target $1 failed"
+    mode=musl
+    triple=$1
+    artefact=$target_root/$1/release/cowbell
+}
+
 build_normal() {
-    if [ "$os" = Linux ] && { [ "$arch" = x86_64 ] || [ "$arch" = aarch64 ]; }; then
+    host_triple=$(rustc -vV 2>/dev/null | sed -n 's/^host: //p')
+    if [ "$os" = Linux ] && case $host_triple in *-linux-musl*) true ;; *) false ;; esac; then
+        build_host_musl "$host_triple"
+    elif [ "$os" = Linux ] && { [ "$arch" = x86_64 ] || [ "$arch" = aarch64 ]; }; then
         build_musl || build_glibc_static
     elif [ "$os" = Linux ]; then
         say "no static target configured for $machine: building a normal (dynamic) release binary"
@@ -219,22 +266,20 @@ build_tiny() {
     # randomisation, which is why only the opt-in build pays it. For the
     # same price, -z noseparate-code lets read-only data share the code's
     # pages instead of padding each to a page of its own: 4 KiB.
+    tflags="-C force-unwind-tables=no"
     if [ "$tmode" = musl ]; then
-        RUSTFLAGS="${RUSTFLAGS:+$RUSTFLAGS }-C relocation-model=static -C link-arg=-Wl,-z,noseparate-code"
+        tflags="$tflags -C relocation-model=static -C link-arg=-Wl,-z,noseparate-code"
     fi
-    RUSTFLAGS="${RUSTFLAGS:+$RUSTFLAGS }-C force-unwind-tables=no"
     if rustc +nightly -Zunstable-options -Cpanic=immediate-abort --print cfg >/dev/null 2>&1; then
         say "building tiny binary (nightly, -Z build-std=std,panic_abort, -Zunstable-options -Cpanic=immediate-abort, --target $ttriple)"
-        CARGO_TARGET_DIR=$tiny_dir \
-        RUSTFLAGS="${RUSTFLAGS:+$RUSTFLAGS }-Zunstable-options -Cpanic=immediate-abort" \
-            cargo +nightly build --release --target "$ttriple" \
+        with_rustflags "$tflags -Zunstable-options -Cpanic=immediate-abort" \
+            cargo +nightly build --release --locked --target "$ttriple" --target-dir "$tiny_dir" \
                 -Z build-std=std,panic_abort \
             || die "tiny build failed (plain 'sh build.sh' still works)"
     else
         say "building tiny binary (nightly, -Z build-std=std,panic_abort, -Z build-std-features=panic_immediate_abort, --target $ttriple)"
-        CARGO_TARGET_DIR=$tiny_dir \
-        RUSTFLAGS=$RUSTFLAGS \
-            cargo +nightly build --release --target "$ttriple" \
+        with_rustflags "$tflags" \
+            cargo +nightly build --release --locked --target "$ttriple" --target-dir "$tiny_dir" \
                 -Z build-std=std,panic_abort \
                 -Z build-std-features=panic_immediate_abort \
             || die "tiny build failed (plain 'sh build.sh' still works)"
@@ -257,7 +302,8 @@ fi
 [ -f "$artefact" ] || die "build finished but $artefact does not exist"
 
 # Install atomically: copy to a temporary name in bin/, then rename.
-mkdir -p bin
+mkdir -p bin 2>/dev/null && [ -w bin ] ||
+    die "cannot write bin/ in $(pwd) (the manifest runs bin/cowbell); the binary is at $artefact"
 tmp=bin/.cowbell.tmp.$$
 trap 'rm -f "$tmp"' EXIT
 trap 'rm -f "$tmp"; exit 1' HUP INT TERM
@@ -297,42 +343,48 @@ elf_has_interp() {
     return 1
 }
 
+# The ELF headers first: older file(1) calls a static PIE "dynamically
+# linked", and only the program interpreter makes a binary dynamic.
+rc=0
 if [ "$os" = Darwin ]; then
-    linkage="dynamic (macOS)"
-elif command -v file >/dev/null 2>&1; then
-    info=$(file -b bin/cowbell 2>/dev/null || true)
-    case $info in
-        *"statically linked"*|*"static-pie linked"*) linkage=static ;;
-        *"dynamically linked"*) linkage=dynamic ;;
-        *) linkage="unknown ($info)" ;;
-    esac
+    rc=3
 else
-    rc=0
     elf_has_interp bin/cowbell || rc=$?
-    case $rc in
-        0) linkage=dynamic ;;
-        1) linkage=static ;;
-        *)
-            if command -v ldd >/dev/null 2>&1; then
-                case $(ldd bin/cowbell 2>&1 || true) in
-                    *"not a dynamic executable"*|*"statically linked"*) linkage=static ;;
-                    *) linkage=dynamic ;;
-                esac
-            else
-                linkage=unknown
-            fi
-            ;;
-    esac
 fi
+case $rc in
+    0) linkage=dynamic ;;
+    1) linkage=static ;;
+    3) linkage="dynamic (macOS)" ;;
+    *)
+        if command -v file >/dev/null 2>&1; then
+            info=$(file -b bin/cowbell 2>/dev/null || true)
+            case $info in
+                *"statically linked"*|*"static-pie linked"*) linkage=static ;;
+                *"dynamically linked"*) linkage=dynamic ;;
+                *) linkage="unknown ($info)" ;;
+            esac
+        elif command -v ldd >/dev/null 2>&1; then
+            case $(ldd bin/cowbell 2>&1 || true) in
+                *"not a dynamic executable"*|*"statically linked"*) linkage=static ;;
+                *) linkage=dynamic ;;
+            esac
+        else
+            linkage=unknown
+        fi
+        ;;
+esac
 
 case $mode in
-    musl) what="static musl build" ;;
-    glibc-static) what="static glibc build (musl unavailable)" ;;
+    musl) what="musl build" ;;
+    glibc-static) what="glibc build with +crt-static (musl unavailable)" ;;
     *) what="release build" ;;
 esac
 [ "$tiny_built" = 1 ] && what="tiny $what"
 say "built bin/cowbell: $what${triple:+, $triple}, from $artefact"
 say "size: $size bytes ($kib KiB); linkage: $linkage"
+if [ "$mode" != native ] && [ "$linkage" = dynamic ]; then
+    say "warning: the binary came out dynamically linked, not static (do RUSTFLAGS or CARGO_ENCODED_RUSTFLAGS say -crt-static?)"
+fi
 
 if [ "$tiny_built" = 1 ]; then
     goal=$TINY_GOAL_KIB

@@ -62,6 +62,8 @@ fn the_manifest_wires_the_hooks_and_actions_of_the_specification() {
     let text = manifest();
     for needle in [
         "id = \"cowbell\"",
+        // herdr shows the manifest's version; `--version` shows Cargo's.
+        &format!("version = \"{}\"", env!("CARGO_PKG_VERSION")),
         "min_herdr_version = \"0.8.0\"",
         "platforms = [\"linux\", \"macos\"]",
         "command = [\"sh\", \"build.sh\"]",
