@@ -99,6 +99,13 @@ pub enum Holder {
 /// that is starting, or a short command that holds the lock a moment.
 const PIDLESS_WAIT: Duration = Duration::from_millis(500);
 
+/// How often a command waiting for the lock (or for a daemon to go) looks
+/// again: short next to every wait above, cheap next to a process start.
+const LOOK_AGAIN: Duration = Duration::from_millis(10);
+
+/// How long `signal_daemon` waits for a holder that wrote no pid.
+const SIGNAL_PIDLESS_WAIT: Duration = Duration::from_secs(1);
+
 fn open_pidfile(paths: &Paths) -> io::Result<File> {
     files::ensure_private_dir(&paths.server_dir)?;
     files::open_private(&paths.pid_file(), false)
@@ -177,7 +184,7 @@ pub enum Reached {
 /// runs. A holder that wrote no pid (a starting daemon, a short command)
 /// is given a second to write one or let go.
 pub fn signal_daemon(paths: &Paths, signal: libc::c_int) -> io::Result<Reached> {
-    let give_up = Instant::now() + Duration::from_secs(1);
+    let give_up = Instant::now() + SIGNAL_PIDLESS_WAIT;
     loop {
         match try_lock_confirmed(paths)? {
             Holder::Free(lock) => return Ok(Reached::Free(lock)),
@@ -187,9 +194,7 @@ pub fn signal_daemon(paths: &Paths, signal: libc::c_int) -> io::Result<Reached> 
                 Err(error) if error.raw_os_error() == Some(libc::ESRCH) => {}
                 Err(error) => return Err(error),
             },
-            Holder::Held(None) if Instant::now() < give_up => {
-                std::thread::sleep(Duration::from_millis(10))
-            }
+            Holder::Held(None) if Instant::now() < give_up => std::thread::sleep(LOOK_AGAIN),
             Holder::Held(None) => {
                 return Err(io::Error::other(
                     "the pidfile stays locked without a pid: another cowbell command holds it",
@@ -237,7 +242,7 @@ pub fn stop(paths: &Paths) -> io::Result<Option<Stopped>> {
         if Instant::now() >= give_up {
             return Ok(None);
         }
-        std::thread::sleep(Duration::from_millis(10));
+        std::thread::sleep(LOOK_AGAIN);
     }
 }
 
@@ -288,7 +293,7 @@ pub fn try_lock_patiently(paths: &Paths) -> io::Result<Holder> {
     loop {
         match try_lock(paths)? {
             Holder::Held(None) if Instant::now() < give_up => {
-                std::thread::sleep(Duration::from_millis(10));
+                std::thread::sleep(LOOK_AGAIN);
             }
             holder => return Ok(holder),
         }
@@ -365,7 +370,7 @@ fn take_over(paths: &Paths) -> io::Result<Result<Lock, Option<u32>>> {
                 ),
             }));
         }
-        std::thread::sleep(Duration::from_millis(10));
+        std::thread::sleep(LOOK_AGAIN);
     }
 }
 

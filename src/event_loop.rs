@@ -160,6 +160,9 @@ enum Input {
 /// otherwise have every line it sent held at once (a peer writing without
 /// pause grew the daemon past 100 MiB). The rest stays in the socket: poll
 /// reports it readable again next turn.
+/// The pause after a failed poll before the next try.
+const POLL_FAILED_PAUSE: Duration = Duration::from_millis(100);
+
 const READ_PER_TURN: usize = 1024 * 1024;
 
 /// Reads what is there without blocking, up to `READ_PER_TURN`, and
@@ -418,7 +421,8 @@ impl EventLoop {
             now = Instant::now();
             if let Err(error) = polled {
                 self.log.line_fmt(format_args!("poll failed: {error}"));
-                std::thread::sleep(Duration::from_millis(100));
+                // Not a busy loop if poll keeps failing (ENOMEM).
+                std::thread::sleep(POLL_FAILED_PAUSE);
                 continue;
             }
             // The set lists requests last, in index order; walking it
@@ -515,8 +519,10 @@ impl EventLoop {
         }
     }
 
-    fn fire_deadlines(&mut self, now: Instant) {
-        let due = |slot: Option<Instant>| slot.is_some_and(|deadline| now >= deadline);
+    /// The deadlines that end the loop: a handover's or a restore's time
+    /// is up, or no herdr came for too long. True when the loop is to end
+    /// (or, after a handover that did not happen, start over).
+    fn fire_exit_deadlines(&mut self, now: Instant) -> bool {
         if let Some(Stop::Quiet { deadline, from }) = self.stop
             && (now >= deadline
                 || !self
@@ -537,10 +543,10 @@ impl EventLoop {
                 // after a lost connection, which resets all of it.
                 self.stop = None;
                 self.disconnected("carrying on after a handover that did not happen", now);
-                return;
+                return true;
             }
             self.exit_code = Some(0);
-            return;
+            return true;
         }
         if let Some(Stop::Restore { deadline, .. }) = self.stop
             && now >= deadline
@@ -548,9 +554,12 @@ impl EventLoop {
             self.log
                 .line("stop: names not all restored in time; state kept for remove-icons");
             self.exit_code = Some(0);
-            return;
+            return true;
         }
-        if due(self.idle_exit_deadline) {
+        if self
+            .idle_exit_deadline
+            .is_some_and(|deadline| now >= deadline)
+        {
             let seconds = self.durations.idle_exit.as_secs();
             self.log.line(&match &self.refusal {
                 // Most likely a herdr without one of the event types.
@@ -569,8 +578,16 @@ impl EventLoop {
                 ),
             });
             self.exit_code = Some(0);
+            return true;
+        }
+        false
+    }
+
+    fn fire_deadlines(&mut self, now: Instant) {
+        if self.fire_exit_deadlines(now) {
             return;
         }
+        let due = |slot: Option<Instant>| slot.is_some_and(|deadline| now >= deadline);
         if due(self.reconnect_deadline) {
             self.reconnect_deadline = None;
             self.connect(now);
