@@ -160,10 +160,10 @@ enum Input {
 /// otherwise have every line it sent held at once (a peer writing without
 /// pause grew the daemon past 100 MiB). The rest stays in the socket: poll
 /// reports it readable again next turn.
+const READ_PER_TURN: usize = 1024 * 1024;
+
 /// The pause after a failed poll before the next try.
 const POLL_FAILED_PAUSE: Duration = Duration::from_millis(100);
-
-const READ_PER_TURN: usize = 1024 * 1024;
 
 /// Reads what is there without blocking, up to `READ_PER_TURN`, and
 /// splits it into lines.
@@ -308,7 +308,7 @@ pub struct EventLoop {
     restores_outstanding: usize,
     /// A rename of the restore failed: once the others are answered, the
     /// restore lists the tabs again (until the stop's deadline).
-    restore_failure_message: bool,
+    restore_failed: bool,
     /// The server-wide off flag, written with the state.
     off: bool,
     stop: Option<Stop>,
@@ -376,7 +376,7 @@ impl EventLoop {
             panes_wanted: false,
             renames_outstanding: 0,
             restores_outstanding: 0,
-            restore_failure_message: false,
+            restore_failed: false,
             off: saved.off,
             stop: None,
             exit_code: None,
@@ -651,12 +651,7 @@ impl EventLoop {
         if due(self.spinner_deadline) {
             self.spinner_deadline = None;
             self.tracker.advance_spinner();
-            // While a failed request waits for its retry, a frame would only
-            // send the refused rename again, with a log line and a save each
-            // time: the frame shows at the retry.
-            if self.retry_deadline.is_none() {
-                self.begin_resync();
-            }
+            self.begin_resync();
         }
         self.arm_spinner(now);
         self.cooldown_deadline = self.tracker.next_cooldown_end(now);
@@ -1211,6 +1206,9 @@ impl EventLoop {
         // With the spinner on, a line per frame would rotate every
         // other line out of the log within minutes.
         self.resync_quiet = plan.only_frames();
+        // A tab still waiting for its retry: this resync did not make
+        // everything right, and must not start the backoff over.
+        self.resync_failed |= plan.waiting > 0;
         if !self.resync_quiet {
             self.log.line_fmt(format_args!(
                 "resync: {} tabs, {} to rename",
@@ -1331,13 +1329,21 @@ impl EventLoop {
             }
             Purpose::Rename { restore: true, .. } => {
                 self.restores_outstanding = self.restores_outstanding.saturating_sub(1);
-                self.restore_failure_message = true;
+                self.restore_failed = true;
                 self.maybe_finish_restore(now);
             }
-            Purpose::Rename { restore: false, .. } => {
+            Purpose::Rename {
+                restore: false,
+                tab_id,
+                ..
+            } => {
                 // Look again soon: herdr may have applied it after all, or
-                // may answer the next time.
+                // may answer the next time. Until then the tab gets no new
+                // rename, so neither do spinner frames resend a refused one
+                // (a log line and a save each), nor does it hold up the
+                // frames of the other tabs.
                 self.retry_later(now);
+                self.tracker.rename_failed(&tab_id, self.retry_deadline);
                 self.rename_done(now);
             }
             Purpose::ListPanes => {
@@ -1419,8 +1425,8 @@ impl EventLoop {
         if self.restores_outstanding > 0 {
             return;
         }
-        if self.restore_failure_message {
-            self.restore_failure_message = false;
+        if self.restore_failed {
+            self.restore_failed = false;
             self.log
                 .line("restore: some renames failed; listing the tabs again in 1 s");
             self.retry_deadline = Some(now + RETRY);

@@ -85,6 +85,9 @@ pub struct TabRecord {
     /// Read back from a state.json a killed daemon left, and not looked
     /// at since (see `is_own`).
     pub left_by_killed_daemon: bool,
+    /// herdr refused (or never answered) the last rename: no new one
+    /// before the daemon's retry.
+    pub retry_at: Option<Instant>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -214,13 +217,17 @@ pub struct Plan {
     pub frames: usize,
     /// How many tabs are tracked from this resync on.
     pub new_tabs: usize,
+    /// How many tabs wait for the retry of a failed rename.
+    pub waiting: usize,
 }
 
 impl Plan {
-    /// Only the spinner moved on: nothing a person would look for in the
-    /// log.
+    /// Only the spinner moved on, or tabs wait for a retry: nothing a
+    /// person would look for in the log (a resync per frame would fill it).
     pub fn only_frames(&self) -> bool {
-        self.frames > 0 && self.frames == self.renames.len() && self.notes.is_empty()
+        (self.frames > 0 || self.waiting > 0)
+            && self.frames == self.renames.len()
+            && self.notes.is_empty()
     }
 }
 
@@ -351,6 +358,11 @@ impl Tracker {
         if record.fight.cooling_down(now) {
             return;
         }
+        if record.retry_at.is_some_and(|at| now < at) {
+            plan.waiting += 1;
+            return;
+        }
+        record.retry_at = None;
         let wanted = wanted_label(record, settings, self.spinner_frame);
         if wanted != tab.label {
             record.remember_sent(&wanted, now);
@@ -397,6 +409,14 @@ impl Tracker {
                 true
             }
             None => is_own_spinner_frame(label, &record.base, settings),
+        }
+    }
+
+    /// herdr refused a rename of the tab, or its answer never came: resyncs
+    /// before `retry_at` leave the tab alone (see `TabRecord::retry_at`).
+    pub fn rename_failed(&mut self, tab_id: &str, retry_at: Option<Instant>) {
+        if let Some(record) = self.tabs.get_mut(tab_id) {
+            record.retry_at = retry_at;
         }
     }
 
@@ -1007,6 +1027,33 @@ mod tests {
         tabs[0].label = "web".into();
         tracker.resync(&tabs, &s, now + Duration::from_secs(1));
         assert_eq!(tracker.tabs["w1:t1"].fight.fights.len(), 1);
+    }
+
+    #[test]
+    fn a_tab_whose_rename_failed_waits_for_its_retry() {
+        let s = settings();
+        let now = Instant::now();
+        let tabs = vec![
+            tab("w1:t1", 1, "api", Status::Blocked),
+            tab("w1:t2", 2, "web", Status::Done),
+        ];
+        let mut tracker = Tracker::default();
+        tracker.resync(&tabs, &s, now);
+        let retry = now + Duration::from_secs(1);
+        tracker.rename_failed("w1:t1", Some(retry));
+        let plan = tracker.resync(&tabs, &s, now + Duration::from_millis(500));
+        assert_eq!(renames(&plan), [("w1:t2", "🔵 web")]);
+        assert_eq!(plan.waiting, 1);
+        let plan = tracker.resync(&tabs, &s, retry);
+        assert_eq!(renames(&plan), [("w1:t1", "🔴 api"), ("w1:t2", "🔵 web")]);
+        assert_eq!(plan.waiting, 0);
+        // Waiting alone is no news for the log.
+        let quiet = Plan {
+            waiting: 1,
+            ..Plan::default()
+        };
+        assert!(quiet.only_frames());
+        assert!(!Plan::default().only_frames());
     }
 
     #[test]

@@ -1557,6 +1557,47 @@ fn a_rename_refused_for_good_backs_off_with_the_spinner_on_too() {
     assert!(lines <= 3 * 8, "{lines} log lines in 10 s\n{}", cb.log());
 }
 
+/// One tab whose renames herdr refuses holds up nobody else's spinner: the
+/// other working tabs move on a frame every interval.
+#[test]
+fn one_refused_tab_does_not_stall_the_spinner_of_the_others() {
+    let cb = Cowbell::new();
+    cb.write_config(r#"{"spinner": true, "spinner_interval_ms": 250}"#);
+    let (bad, bad_pane) = cb.tab(Some("bad"));
+    let (good, good_pane) = cb.tab(Some("good"));
+    cb.herdr.set_status(&bad_pane, "working");
+    cb.herdr.set_status(&good_pane, "working");
+    let refusal =
+        b"{\"id\":\"x\",\"error\":{\"code\":\"invalid_label\",\"message\":\"refused\"}}\n";
+    cb.herdr.answer_raw_if(
+        "tab.rename",
+        Some(&format!("\"{bad}\"")),
+        1_000_000,
+        refusal,
+    );
+    cb.startup();
+    cb.wait_for_daemon(2 * SECOND);
+    std::thread::sleep(2 * SECOND);
+    let before = cb.herdr.renames_of(&good);
+    std::thread::sleep(5 * SECOND);
+    let frames = cb.herdr.renames_of(&good) - before;
+    // 20 frames in 5 s at 250 ms; a frame per retry of the refused tab
+    // would be 3 or 4.
+    assert!(
+        frames >= 12,
+        "{good} moved on {frames} frames in 5 s\n{}",
+        cb.log()
+    );
+    // And the refused tab is tried less and less often, not every frame.
+    let tries = cb
+        .herdr
+        .requests_of("tab.rename")
+        .iter()
+        .filter(|r| r.params.contains(&format!("\"{bad}\"")))
+        .count();
+    assert!(tries <= 9, "{tries} tries of {bad} in 7 s\n{}", cb.log());
+}
+
 /// herdr shows nothing a menu action prints: an action that fails (here
 /// the state directory is a file) shows why as a herdr notification.
 #[test]
