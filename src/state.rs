@@ -307,6 +307,14 @@ impl Clock {
         }
     }
 
+    /// Whether a stored end of something that lasts at most `limit` is
+    /// further away than that: it was written before the wall clock went
+    /// back, at a time nobody knows, maybe days ago.
+    fn beyond(self, wall_ms: u64, limit: Duration) -> bool {
+        let furthest = self.wall_ms.saturating_add(limit.as_millis() as u64);
+        wall_ms > furthest.saturating_add(1000)
+    }
+
     /// A stored future moment, no further away than `limit`.
     fn future(self, wall_ms: u64, limit: Duration) -> Option<Instant> {
         if wall_ms >= self.wall_ms {
@@ -325,6 +333,11 @@ pub fn to_tracker(state: &State, clock: Clock, timing: &Timing) -> Tracker {
         let longest = entry.last_cooldown_ms.map_or(timing.max_cooldown, |ms| {
             Duration::from_millis(ms).min(timing.max_cooldown)
         });
+        // The last cool-down ended at a time nobody knows: the tab's
+        // renamer counts as new, as after a long quiet spell.
+        let unknown_end = entry
+            .last_cooldown_end_ms
+            .is_some_and(|end| clock.beyond(end, longest));
         let fight = FightRecord {
             last_own_rename: entry.last_own_rename_ms.and_then(|ms| clock.past(ms)),
             fights: entry
@@ -337,10 +350,14 @@ pub fn to_tracker(state: &State, clock: Clock, timing: &Timing) -> Tracker {
                 .and_then(|ms| clock.future(ms, longest)),
             last_cooldown: entry
                 .last_cooldown_end_ms
-                .filter(|_| entry.last_cooldown_ms.is_some())
+                .filter(|_| entry.last_cooldown_ms.is_some() && !unknown_end)
                 .and_then(|end| clock.future(end, longest))
                 .map(|end| (end, longest)),
-            level: entry.cooldown_level.min(16),
+            level: if unknown_end {
+                0
+            } else {
+                entry.cooldown_level.min(16)
+            },
             total: entry.fights_total,
         };
         let mut record = TabRecord {
@@ -739,7 +756,9 @@ mod tests {
         let fight = &to_tracker(&state, jumped, &Timing::REAL).tabs["w1:t1"].fight;
         let left = fight.cooldown_until.unwrap().duration_since(jumped.mono);
         assert!(left <= Duration::from_secs(60), "{left:?} left");
-        assert_eq!(fight.last_cooldown.unwrap().1, Duration::from_secs(60));
+        // When the cool-down really ends nobody knows: the doubling does
+        // not hang on it (`an_old_cooldown_end_after_a_clock_step_back_...`).
+        assert_eq!((fight.last_cooldown, fight.level), (None, 0));
     }
 
     /// Fights and cowbell's last rename of days ago, read back after the
@@ -780,5 +799,51 @@ mod tests {
         };
         assert!(now.past(now.wall_ms - 1000).is_some());
         assert_eq!(now.past(now.wall_ms + 500), Some(now.mono));
+    }
+
+    /// A cool-down that ended a day ago, read back after the wall
+    /// clock stepped back three days, must not keep the doubling at its
+    /// cap: the tab has been quiet for far longer than the cool-down.
+    #[test]
+    fn an_old_cooldown_end_after_a_clock_step_back_lets_the_doubling_reset() {
+        let timing = Timing::REAL;
+        let saved = Clock::now();
+        let day_ms = 86_400_000;
+        let mut state = State::default();
+        state.tabs.insert(
+            "w1:t1".into(),
+            TabEntry {
+                base: "api".into(),
+                last_cooldown_end_ms: Some(saved.wall_ms - day_ms),
+                last_cooldown_ms: Some(900_000),
+                cooldown_level: 5,
+                fights_total: 15,
+                ..<TabEntry as Default>::default()
+            },
+        );
+        for step_back_days in [0, 3] {
+            let later = Clock {
+                mono: saved.mono + Duration::from_secs(60),
+                wall_ms: saved.wall_ms + 60_000 - step_back_days * day_ms,
+            };
+            let mut fight = to_tracker(&state, later, &timing).tabs["w1:t1"]
+                .fight
+                .clone();
+            let mut verdict = crate::fights::Verdict::NotAFight;
+            let mut at = later.mono;
+            for _ in 0..3 {
+                fight.own_rename(at);
+                at += Duration::from_secs(1);
+                verdict = fight.foreign_rename(at, &timing);
+            }
+            let crate::fights::Verdict::CooldownStarted { until } = verdict else {
+                panic!("{verdict:?}")
+            };
+            assert_eq!(
+                until.duration_since(at),
+                Duration::from_secs(60),
+                "stepped back {step_back_days} days: {fight:?}"
+            );
+        }
     }
 }
