@@ -85,16 +85,20 @@ impl FightRecord {
         self.cooldown_until.is_some_and(|until| now < until)
     }
 
+    /// Whether a foreign rename now could answer cowbell's own: cowbell
+    /// renamed the tab within the fight window.
+    pub fn provoked(&self, now: Instant, timing: &Timing) -> bool {
+        self.last_own_rename
+            .is_some_and(|own| now.saturating_duration_since(own) <= timing.fight_window)
+    }
+
     /// Records a rename that was not cowbell's and says what it was.
     pub fn foreign_rename(&mut self, now: Instant, timing: &Timing) -> Verdict {
         if self.cooling_down(now) {
             // cowbell is not renaming this tab now, so nobody is fighting it.
             return Verdict::NotAFight;
         }
-        let provoked = self
-            .last_own_rename
-            .is_some_and(|own| now.saturating_duration_since(own) <= timing.fight_window);
-        if !provoked {
+        if !self.provoked(now, timing) {
             return Verdict::NotAFight;
         }
         self.fights

@@ -558,10 +558,13 @@ impl Tracker {
 /// The tab shows a label other than the one cowbell last saw: cowbell's
 /// own, herdr's positional name, or someone else's new name for the tab.
 ///
-/// Seen at the first look after cowbell was away (a herdr restart, a new
-/// daemon), someone else's label is no fight: cowbell renamed nothing
-/// meanwhile. It may even be a new tab: a fresh herdr session hands out the
-/// same ids again, and the tab must not inherit the old one's cool-down.
+/// Seen at the first look after the daemon was away (a herdr restart, a
+/// new daemon), someone else's label may be an answer to cowbell's last
+/// rename, if that came within the fight window: a fight as any other (a
+/// handover in the middle of one keeps its history). Otherwise it is no
+/// fight, and the tab starts afresh: it may even be a new tab, since a fresh
+/// herdr session hands out the same ids again, and it must not inherit the
+/// old one's cool-down.
 fn notice_label_change(
     record: &mut TabRecord,
     tab: &Tab,
@@ -574,14 +577,14 @@ fn notice_label_change(
         record.written = Some(tab.label.clone());
         return;
     }
-    if looked_away {
+    if looked_away && !record.fight.provoked(now, &settings.timing) {
         record.fight = FightRecord::default();
     }
     if tab.looks_auto_named() {
         // herdr's positional name: an auto-named tab that moved, or
         // a new server reusing a tracked id for an unnamed tab. It is
         // never a name to keep; `resync_tab`'s auto-named rules apply.
-        if record.auto_named && !looked_away {
+        if record.auto_named {
             // Someone put the number back over cowbell's label: one
             // who does it after every cowbell rename is a fight like
             // any other.
@@ -599,9 +602,7 @@ fn notice_label_change(
             tab_id: tab.tab_id.clone(),
             base: record.base.clone(),
         });
-        if !looked_away {
-            note_fight(record, &tab.tab_id, now, settings, plan);
-        }
+        note_fight(record, &tab.tab_id, now, settings, plan);
     }
 }
 
@@ -1011,8 +1012,10 @@ mod tests {
         let mut tracker = Tracker::default();
         let mut tabs = vec![tab("w1:t1", 1, "api", Status::Blocked)];
         let (_, now) = hostile(&mut tracker, &mut tabs, &s, "api", 10);
+        // Reconnected to a fresh session, past the fight window of
+        // cowbell's last rename: a new tab "build" has the id.
+        let now = now + Duration::from_secs(31);
         assert!(tracker.tabs["w1:t1"].fight.cooling_down(now));
-        // Reconnected to a fresh session: a new tab "build" has the id.
         tracker.looked_away = true;
         let tabs = vec![tab("w1:t1", 1, "build", Status::Blocked)];
         let plan = tracker.resync(&tabs, &s, now);
@@ -1027,6 +1030,22 @@ mod tests {
         tabs[0].label = "web".into();
         tracker.resync(&tabs, &s, now + Duration::from_secs(1));
         assert_eq!(tracker.tabs["w1:t1"].fight.fights.len(), 1);
+    }
+
+    /// A new daemon that first looks right after the old one's rename (a
+    /// handover in the middle of a fight) counts the answer as a fight.
+    #[test]
+    fn a_rename_answering_cowbells_last_one_is_a_fight_at_the_first_look_too() {
+        let s = settings();
+        let now = Instant::now();
+        let mut tabs = vec![tab("w1:t1", 1, "api", Status::Blocked)];
+        let mut tracker = tracking(&mut tabs, &s, now);
+        tracker.tabs.get_mut("w1:t1").unwrap().fight.total = 4;
+        tracker.looked_away = true;
+        tabs[0].label = "api".into();
+        tracker.resync(&tabs, &s, now + Duration::from_secs(2));
+        let fight = &tracker.tabs["w1:t1"].fight;
+        assert_eq!((fight.fights.len(), fight.total), (1, 5));
     }
 
     #[test]

@@ -594,13 +594,61 @@ fn fight_history_and_cooldowns_survive_a_daemon_restart() {
     );
 }
 
+/// A handover (`Cowbell: on` after an update, a server restart) while a
+/// renamer fights: the renamer's answer to the old daemon's last
+/// rename lands before the new daemon's first look. README: "Fight history
+/// survives a daemon restart": the next cool-down must be the doubled one.
+#[test]
+fn a_handover_in_the_middle_of_a_fight_keeps_the_doubling() {
+    // Scale 10: cool-downs of 6 s and 12 s, fight window 3 s.
+    const SCALE: f64 = 10.0;
+    let cb = Cowbell::with(Options::immediate(), SCALE);
+    let (api, api_pane) = cb.tab(Some("api"));
+    cb.herdr.set_status(&api_pane, "blocked");
+    with_renamer(
+        &cb.herdr,
+        &api,
+        Duration::from_millis(100),
+        |_| "api".to_string(),
+        |_renamer| {
+            cb.startup();
+            let first_pid = cb.wait_for_daemon(2 * SECOND);
+            let first = wait_for_cooldown(&cb, &api, None, 10 * SECOND);
+            assert_eq!(first.length_ms, scaled_ms(60.0, SCALE));
+            // The cool-down ends and cowbell puts the icon back.
+            let deadline = Instant::now() + 10 * SECOND;
+            while cb.herdr.renames_of(&api) < 4 {
+                assert!(Instant::now() < deadline, "log:\n{}", cb.log());
+                thread::sleep(Duration::from_millis(1));
+            }
+            // A handover right then. herdr is slow to answer the new daemon,
+            // so the renamer's answer (100 ms) comes before its first look.
+            cb.herdr.set_response_delay(Duration::from_millis(400));
+            cb.startup();
+            let second_pid = cb.wait_for_daemon(2 * SECOND);
+            assert_ne!(first_pid, second_pid);
+            thread::sleep(Duration::from_millis(300));
+            assert_eq!(cb.herdr.label(&api), "api", "the renamer answered");
+            cb.herdr.set_response_delay(Duration::ZERO);
+            let second = wait_for_cooldown(&cb, &api, Some(first), 10 * SECOND);
+            assert_eq!(
+                second.length_ms,
+                scaled_ms(120.0, SCALE),
+                "the doubling was lost in the handover; state {}\nlog:\n{}",
+                cb.state_json(),
+                cb.log()
+            );
+        },
+    );
+}
+
 /// A fresh herdr session on the same socket (so the same state directory)
 /// hands out a cooled-down tab's id to a new tab: the new tab shows its
 /// icon at once, without the old tab's cool-down or fights.
 #[test]
 fn a_new_tab_reusing_an_id_does_not_inherit_a_cooldown() {
-    // Scale 10: fight window 3 s, first cool-down 6 s (60 s of the spec).
-    let mut cb = Cowbell::with(Options::immediate(), 10.0);
+    // Scale 5: fight window 6 s, first cool-down 12 s (60 s of the spec).
+    let mut cb = Cowbell::with(Options::immediate(), 5.0);
     let (tab, pane) = cb.tab(Some("api"));
     cb.herdr.set_status(&pane, "blocked");
     cb.startup();
@@ -613,6 +661,9 @@ fn a_new_tab_reusing_an_id_does_not_inherit_a_cooldown() {
     }
     cb.herdr.rename_tab(&tab, "n2");
     wait_for_cooldown(&cb, &tab, None, 2 * SECOND);
+    // Past the fight window of cowbell's last rename (a rename seen then
+    // could answer it), well inside the cool-down.
+    thread::sleep(Duration::from_millis(6500));
     cb.herdr.start_again(false);
     let ws = cb.herdr.add_workspace("beta");
     let new_tab = cb.herdr.add_tab(&ws, Some("build"));
