@@ -17,9 +17,10 @@
 # macOS: a normal release binary. Other Linux architectures: a normal
 # (dynamic) release binary for the host. Every build is --locked.
 #
-# The artefact is taken from ${CARGO_TARGET_DIR:-target}/<triple>/release/
-# (the --tiny build uses ${CARGO_TARGET_DIR:-target}/tiny/<triple>/release/ so
-# it does not evict the normal build), copied into bin/ under a temporary name
+# The artefact is taken from <target dir>/<triple>/release/, where the target
+# dir is cargo's own (CARGO_TARGET_DIR, else cargo's config, else ./target;
+# the --tiny build uses <target dir>/tiny/<triple>/release/ so it does not
+# evict the normal build), copied into bin/ under a temporary name
 # and renamed over bin/cowbell, so a running daemon's binary is replaced
 # atomically rather than overwritten in place.
 #
@@ -51,7 +52,8 @@ Builds the cowbell release binary and installs it as bin/cowbell.
                rust-src component, else does the normal build
   -h, --help   show this help
 
-Honours CARGO_TARGET_DIR. Size goal: at most 480 KiB (128 KiB with --tiny).
+Builds into cargo's target directory (CARGO_TARGET_DIR, CARGO_BUILD_TARGET_DIR
+or build.target-dir, else ./target) with --locked. Size goal: at most 480 KiB (128 KiB with --tiny).
 EOF
 }
 
@@ -105,8 +107,10 @@ command -v rustup >/dev/null 2>&1 && have_rustup=1
 # artefact is where this script looks.
 target_root=${CARGO_TARGET_DIR:-}
 if [ -z "$target_root" ]; then
+    # JSON: a backslash or a quote in the path comes escaped.
     target_root=$(cargo metadata --format-version 1 --no-deps --offline 2>/dev/null |
-        sed -n 's/.*"target_directory":"\([^"\\]*\)".*/\1/p')
+        sed -n -E 's/.*"target_directory":"(([^"\\]|\\.)*)".*/\1/p' |
+        sed 's/\\\(.\)/\1/g')
     [ -n "$target_root" ] || target_root=target
 fi
 os=$(uname -s)
@@ -171,17 +175,31 @@ build_musl() {
     artefact=$target_root/$musl/release/cowbell
 }
 
+# Can rustc link a static glibc binary for target $1? A distro Rust
+# without glibc's static libraries cannot. Asked of an empty program, so
+# that a failure of cowbell's own build is never taken for this one.
+static_glibc_links() {
+    probe=$(mktemp -d 2>/dev/null) || return 1
+    printf 'fn main() {}\n' > "$probe/probe.rs"
+    rc=0
+    rustc --target "$1" -C target-feature=+crt-static -o "$probe/probe" "$probe/probe.rs" \
+        >/dev/null 2>&1 || rc=1
+    rm -rf "$probe"
+    return $rc
+}
+
 build_glibc_static() {
     gnu=$arch-unknown-linux-gnu
-    say "musl is not available: building a static glibc binary instead (-C target-feature=+crt-static, --target $gnu)"
-    if ! with_rustflags "-C target-feature=+crt-static" \
-        cargo build --release --locked --target "$gnu" --target-dir "$target_root"; then
-        # No static glibc either (a distro Rust without glibc-static): a
-        # dynamic binary still runs on this host.
-        say "static glibc build failed: building a normal (dynamic) release binary"
+    if ! static_glibc_links "$gnu"; then
+        # A dynamic binary still runs on this host.
+        say "musl is not available, nor a static glibc (glibc's static libraries): building a normal (dynamic) release binary"
         build_native
         return
     fi
+    say "musl is not available: building a static glibc binary instead (-C target-feature=+crt-static, --target $gnu)"
+    with_rustflags "-C target-feature=+crt-static" \
+        cargo build --release --locked --target "$gnu" --target-dir "$target_root" ||
+        die "cargo build --release --target $gnu failed"
     mode=glibc-static
     triple=$gnu
     artefact=$target_root/$gnu/release/cowbell
