@@ -949,6 +949,9 @@ impl EventLoop {
         self.panes_wanted = true;
         self.plugin_check_deadline = Some(now + self.durations.heartbeat);
         self.tracker.looked_away = true;
+        // The retry deadline went with the old connection (a tab left
+        // waiting for it would wait for the heartbeat).
+        self.tracker.forget_retries();
         self.begin_resync();
     }
 

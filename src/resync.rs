@@ -228,6 +228,7 @@ impl Plan {
         (self.frames > 0 || self.waiting > 0)
             && self.frames == self.renames.len()
             && self.notes.is_empty()
+            && self.new_tabs == 0
     }
 }
 
@@ -339,7 +340,7 @@ impl Tracker {
             let position = tab.number.to_string();
             if tab.label == position {
                 self.tabs.remove(&tab.tab_id);
-            } else {
+            } else if !waits_for_retry(record, now, plan) {
                 record.remember_sent(&position, now);
                 record.released = true;
                 plan.renames.push(Rename {
@@ -355,14 +356,9 @@ impl Tracker {
         if record.auto_named {
             record.base = tab.number.to_string();
         }
-        if record.fight.cooling_down(now) {
+        if record.fight.cooling_down(now) || waits_for_retry(record, now, plan) {
             return;
         }
-        if record.retry_at.is_some_and(|at| now < at) {
-            plan.waiting += 1;
-            return;
-        }
-        record.retry_at = None;
         let wanted = wanted_label(record, settings, self.spinner_frame);
         if wanted != tab.label {
             record.remember_sent(&wanted, now);
@@ -417,6 +413,13 @@ impl Tracker {
     pub fn rename_failed(&mut self, tab_id: &str, retry_at: Option<Instant>) {
         if let Some(record) = self.tabs.get_mut(tab_id) {
             record.retry_at = retry_at;
+        }
+    }
+
+    /// A new connection: no tab waits for a retry of the old one's.
+    pub fn forget_retries(&mut self) {
+        for record in self.tabs.values_mut() {
+            record.retry_at = None;
         }
     }
 
@@ -555,14 +558,25 @@ impl Tracker {
     }
 }
 
+/// The tab's last rename failed and its retry has not come (see
+/// `TabRecord::retry_at`): no new rename yet.
+fn waits_for_retry(record: &mut TabRecord, now: Instant, plan: &mut Plan) -> bool {
+    if record.retry_at.is_some_and(|at| now < at) {
+        plan.waiting += 1;
+        return true;
+    }
+    record.retry_at = None;
+    false
+}
+
 /// The tab shows a label other than the one cowbell last saw: cowbell's
 /// own, herdr's positional name, or someone else's new name for the tab.
 ///
 /// Seen at the first look after the daemon was away (a herdr restart, a
 /// new daemon), someone else's label may be an answer to cowbell's last
-/// rename, if that came within the fight window: a fight as any other (a
-/// handover in the middle of one keeps its history). Otherwise it is no
-/// fight, and the tab starts afresh: it may even be a new tab, since a fresh
+/// rename, if that came within the fight window and no cool-down runs: a
+/// fight as any other (a handover in the middle of one keeps its history).
+/// Otherwise it is no fight, and the tab starts afresh: it may even be a new tab, since a fresh
 /// herdr session hands out the same ids again, and it must not inherit the
 /// old one's cool-down.
 fn notice_label_change(
@@ -577,7 +591,9 @@ fn notice_label_change(
         record.written = Some(tab.label.clone());
         return;
     }
-    if looked_away && !record.fight.provoked(now, &settings.timing) {
+    // In a cool-down cowbell renamed nothing: no answer to it either.
+    let fight = &record.fight;
+    if looked_away && (!fight.provoked(now, &settings.timing) || fight.cooling_down(now)) {
         record.fight = FightRecord::default();
     }
     if tab.looks_auto_named() {

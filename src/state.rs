@@ -334,10 +334,12 @@ pub fn to_tracker(state: &State, clock: Clock, timing: &Timing) -> Tracker {
             Duration::from_millis(ms).min(timing.max_cooldown)
         });
         // The last cool-down ended at a time nobody knows: the tab's
-        // renamer counts as new, as after a long quiet spell.
-        let unknown_end = entry
-            .last_cooldown_end_ms
-            .is_some_and(|end| clock.beyond(end, longest));
+        // renamer counts as new, as after a long quiet spell. (Unless that
+        // cool-down still runs: it is kept, capped, and so is its level.)
+        let unknown_end = entry.cooldown_until_ms != entry.last_cooldown_end_ms
+            && entry
+                .last_cooldown_end_ms
+                .is_some_and(|end| clock.beyond(end, longest));
         let fight = FightRecord {
             last_own_rename: entry.last_own_rename_ms.and_then(|ms| clock.past(ms)),
             fights: entry
@@ -756,9 +758,9 @@ mod tests {
         let fight = &to_tracker(&state, jumped, &Timing::REAL).tabs["w1:t1"].fight;
         let left = fight.cooldown_until.unwrap().duration_since(jumped.mono);
         assert!(left <= Duration::from_secs(60), "{left:?} left");
-        // When the cool-down really ends nobody knows: the doubling does
-        // not hang on it (`an_old_cooldown_end_after_a_clock_step_back_...`).
-        assert_eq!((fight.last_cooldown, fight.level), (None, 0));
+        // Still running, so its end and level stay (an ended one's would
+        // not: `an_old_cooldown_end_after_a_clock_step_back_...`).
+        assert_eq!(fight.last_cooldown.unwrap().1, Duration::from_secs(60));
     }
 
     /// Fights and cowbell's last rename of days ago, read back after the
@@ -845,5 +847,52 @@ mod tests {
                 "stepped back {step_back_days} days: {fight:?}"
             );
         }
+    }
+
+    /// A cool-down running at the cap (level 5), read back after the wall
+    /// clock went back 5 minutes, keeps running and keeps its doubling: the
+    /// next cool-down is 900 s again, not 60 s.
+    #[test]
+    fn a_running_cooldown_keeps_its_doubling_after_a_small_step_back() {
+        let timing = Timing::REAL;
+        let saved = Clock::now();
+        let mut tracker = Tracker::default();
+        let mut record = TabRecord {
+            base: "api".into(),
+            seen: "api".into(),
+            ..TabRecord::default()
+        };
+        let until = saved.mono + Duration::from_secs(890);
+        record.fight.cooldown_until = Some(until);
+        record.fight.last_cooldown = Some((until, Duration::from_secs(900)));
+        record.fight.level = 5;
+        record.fight.last_own_rename = Some(saved.mono);
+        tracker.tabs.insert("w1:t1".into(), record);
+        let state = from_tracker(&tracker, false, saved);
+        // Killed; started again 1 s later, the wall clock 5 min back.
+        let later = Clock {
+            mono: saved.mono + Duration::from_secs(1),
+            wall_ms: saved.wall_ms + 1000 - 300_000,
+        };
+        let mut fight = to_tracker(&state, later, &timing).tabs["w1:t1"]
+            .fight
+            .clone();
+        assert!(fight.cooling_down(later.mono), "the cool-down runs on");
+        let end = fight.cooldown_until.unwrap();
+        let mut at = end;
+        let mut verdict = crate::fights::Verdict::NotAFight;
+        for _ in 0..3 {
+            fight.own_rename(at);
+            at += Duration::from_secs(1);
+            verdict = fight.foreign_rename(at, &timing);
+        }
+        let crate::fights::Verdict::CooldownStarted { until } = verdict else {
+            panic!("{verdict:?}")
+        };
+        assert_eq!(
+            until.duration_since(at),
+            Duration::from_secs(900),
+            "{fight:?}"
+        );
     }
 }

@@ -1598,6 +1598,147 @@ fn one_refused_tab_does_not_stall_the_spinner_of_the_others() {
     assert!(tries <= 9, "{tries} tries of {bad} in 7 s\n{}", cb.log());
 }
 
+/// A tab whose rename failed waits for its retry; a reconnect starts afresh
+/// (the retry deadline went with the old connection), so the tab must not
+/// wait for the heartbeat.
+#[test]
+fn a_reconnect_while_a_tab_waits_for_its_retry_renames_it() {
+    let cb = Cowbell::new();
+    let (bad, bad_pane) = cb.tab(Some("bad"));
+    let refusal =
+        b"{\"id\":\"x\",\"error\":{\"code\":\"invalid_label\",\"message\":\"refused\"}}\n";
+    // Seven refusals: retries after 1, 1, 1, 1, 2, 4 s; the seventh
+    // failure sets a retry 8 s out.
+    cb.herdr
+        .answer_raw_if("tab.rename", Some(&format!("\"{bad}\"")), 7, refusal);
+    cb.herdr.set_status(&bad_pane, "blocked");
+    cb.startup();
+    cb.wait_for_daemon(2 * SECOND);
+    let deadline = Instant::now() + 20 * SECOND;
+    while cb.herdr.canned_left() > 0 {
+        assert!(Instant::now() < deadline, "{}", cb.log());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // herdr is fine again; the event connection drops (a herdr hiccup).
+    std::thread::sleep(Duration::from_millis(50));
+    cb.herdr.drop_subscriptions();
+    // The retry was due 8 s after the last refusal: give it 12.
+    let waited = Instant::now();
+    while cb.herdr.label(&bad) != "🔴 bad" {
+        assert!(
+            waited.elapsed() < 12 * SECOND,
+            "{bad} still {:?} {:?} after the reconnect\n{}",
+            cb.herdr.label(&bad),
+            waited.elapsed(),
+            cb.log()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The number given back to an auto-named tab (include_auto_named
+/// switched off) that herdr refuses waits for the retry too: not a try,
+/// a log line and a save per spinner frame.
+#[test]
+fn a_refused_number_give_back_is_not_resent_every_spinner_frame() {
+    let cb = Cowbell::new();
+    cb.write_config(r#"{"include_auto_named": true, "spinner": true, "spinner_interval_ms": 250}"#);
+    let (auto, auto_pane) = cb.tab(None);
+    let (_, work_pane) = cb.tab(Some("work"));
+    cb.herdr.set_status(&auto_pane, "blocked");
+    cb.herdr.set_status(&work_pane, "working");
+    cb.startup();
+    cb.wait_for_daemon(2 * SECOND);
+    cb.expect_label(&auto, "🔴 1", 2 * SECOND);
+    let refusal =
+        b"{\"id\":\"x\",\"error\":{\"code\":\"invalid_label\",\"message\":\"refused\"}}\n";
+    cb.herdr.answer_raw_if(
+        "tab.rename",
+        Some(&format!("\"{auto}\"")),
+        1_000_000,
+        refusal,
+    );
+    cb.write_config(
+        r#"{"include_auto_named": false, "spinner": true, "spinner_interval_ms": 250}"#,
+    );
+    let lines_before = cb.log().lines().count();
+    let before = cb
+        .herdr
+        .requests_of("tab.rename")
+        .iter()
+        .filter(|r| r.params.contains(&format!("\"{auto}\"")))
+        .count();
+    assert!(cb.run(&["sync"]).status.success());
+    std::thread::sleep(5 * SECOND);
+    let tries = cb
+        .herdr
+        .requests_of("tab.rename")
+        .iter()
+        .filter(|r| r.params.contains(&format!("\"{auto}\"")))
+        .count()
+        - before;
+    let lines = cb.log().lines().count() - lines_before;
+    // Backing off: tries at 0, 1, 2, 3, 4 s. A try per frame is 20.
+    assert!(
+        tries <= 7,
+        "{tries} tries in 5 s, {lines} log lines\n{}",
+        cb.log()
+    );
+}
+
+/// README: "A tab cowbell sees for the first time is saved before its icon
+/// goes on", also when it appears while another tab waits for a retry (a
+/// resync that is quiet in the log). Killed right after the icon, the
+/// daemon leaves nothing `off` does not know.
+#[test]
+fn a_new_tab_seen_while_another_waits_is_saved_before_its_icon() {
+    let cb = Cowbell::new();
+    let (bad, bad_pane) = cb.tab(Some("bad"));
+    cb.herdr.set_status(&bad_pane, "blocked");
+    let refusal =
+        b"{\"id\":\"x\",\"error\":{\"code\":\"invalid_label\",\"message\":\"refused\"}}\n";
+    cb.herdr.answer_raw_if(
+        "tab.rename",
+        Some(&format!("\"{bad}\"")),
+        1_000_000,
+        refusal,
+    );
+    cb.startup();
+    let pid = cb.wait_for_daemon(2 * SECOND);
+    // After the seventh refusal the next retry is 8 s away.
+    let tries = || {
+        cb.herdr
+            .requests_of("tab.rename")
+            .iter()
+            .filter(|r| r.params.contains(&format!("\"{bad}\"")))
+            .count()
+    };
+    let deadline = Instant::now() + 20 * SECOND;
+    while tries() < 7 {
+        assert!(Instant::now() < deadline, "{}", cb.log());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    let (fresh, fresh_pane) = cb.tab(Some("fresh"));
+    std::thread::sleep(Duration::from_millis(600));
+    cb.herdr.set_status(&fresh_pane, "blocked");
+    let deadline = Instant::now() + 3 * SECOND;
+    while cb.herdr.label(&fresh) != "🔴 fresh" {
+        assert!(Instant::now() < deadline, "{}", cb.log());
+    }
+    cowbell::signal(pid, libc::SIGKILL);
+    assert!(cowbell::wait_dead(pid, 2 * SECOND));
+    cb.herdr.clear_canned();
+    let _ = cb.run(&["off"]);
+    assert_eq!(
+        cb.herdr.label(&fresh),
+        "fresh",
+        "state.json: {}\nlog:\n{}",
+        cb.state_json(),
+        cb.log()
+    );
+}
+
 /// herdr shows nothing a menu action prints: an action that fails (here
 /// the state directory is a file) shows why as a herdr notification.
 #[test]

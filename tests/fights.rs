@@ -594,6 +594,35 @@ fn fight_history_and_cooldowns_survive_a_daemon_restart() {
     );
 }
 
+/// The same with herdr restarted right after the cool-down started, while
+/// cowbell's last rename is still within the fight window: in a cool-down
+/// the new tab's name cannot answer cowbell, and it shows its icon.
+#[test]
+fn a_new_tab_reusing_an_id_right_after_a_cooldown_began_shows_its_icon() {
+    let mut cb = Cowbell::with(Options::immediate(), 5.0);
+    let (tab, pane) = cb.tab(Some("api"));
+    cb.herdr.set_status(&pane, "blocked");
+    cb.startup();
+    cb.wait_for_daemon(2 * SECOND);
+    cb.expect_label(&tab, "🔴 api", 2 * SECOND);
+    for name in ["n0", "n1"] {
+        cb.herdr.rename_tab(&tab, name);
+        cb.expect_label(&tab, &format!("🔴 {name}"), 2 * SECOND);
+    }
+    cb.herdr.rename_tab(&tab, "n2");
+    wait_for_cooldown(&cb, &tab, None, 2 * SECOND);
+    // The user restarts herdr at once (a fresh, empty session).
+    cb.herdr.start_again(false);
+    let ws = cb.herdr.add_workspace("beta");
+    let new_tab = cb.herdr.add_tab(&ws, Some("build"));
+    assert_eq!(new_tab, tab, "the fake hands out the same id again");
+    let new_pane = cb.herdr.panes_of(&new_tab)[0].clone();
+    cb.herdr.set_status(&new_pane, "blocked");
+    cb.expect_label(&new_tab, "🔴 build", 2 * SECOND);
+    let row = status_row(&cb, &new_tab);
+    assert_eq!(entry_u64(&row, "fights"), Some(0), "{}", show(&row));
+}
+
 /// A handover (`Cowbell: on` after an update, a server restart) while a
 /// renamer fights: the renamer's answer to the old daemon's last
 /// rename lands before the new daemon's first look. README: "Fight history
@@ -1483,7 +1512,10 @@ fn an_icon_stripper_gets_three_renames_after_a_seen_tab() {
 /// renames landed: the stripper must still be caught.
 #[test]
 fn a_stripper_is_caught_when_the_answers_to_cowbells_renames_are_lost() {
-    const SCALE: f64 = 60.0;
+    // Scale 30, not 60: a tab whose rename went unanswered waits for the
+    // retry, 1 s of real time, and three fights 1 s apart must fit in the
+    // 120 s span (4 s here).
+    const SCALE: f64 = 30.0;
     let cb = Cowbell::with(Options::immediate(), SCALE);
     let (api, pane) = cb.tab(Some("api"));
     cb.herdr.set_status(&pane, "blocked");
