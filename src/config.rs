@@ -283,20 +283,15 @@ fn parse_icons(value: &Json, file: &str, config: &mut Config, problems: &mut Vec
             continue;
         };
         match icon {
-            // A lone U+FE0F is not an icon strip can recognise.
+            // U+FE0F alone is not an icon strip can recognise.
             Json::String(icon)
-                if !has_control(icon)
-                    && (icon.is_empty()
-                        || !icon
-                            .strip_suffix(labels::EMOJI_PRESENTATION)
-                            .unwrap_or(icon)
-                            .is_empty()) =>
+                if !has_control(icon) && (icon.is_empty() || labels::bare_icon(icon).is_some()) =>
             {
                 config.icons[status.index()] = Some(icon.clone());
             }
             _ => problems.push(error(format!(
                 "{file}: \"icons\".{}: found {}, allowed: a string without control \
-                 characters or newlines, not U+FE0F alone (\"\" for no icon)",
+                 characters or newlines, not U+FE0F only (\"\" for no icon)",
                 quote_short(name),
                 describe(icon)
             ))),
@@ -591,19 +586,19 @@ mod tests {
             (
                 r#"{"icons": {"done": "\ufe0f"}}"#,
                 "config.json: \"icons\".\"done\": found \"\\ufe0f\", allowed: a string without \
-                 control characters or newlines, not U+FE0F alone (\"\" for no icon)",
+                 control characters or newlines, not U+FE0F only (\"\" for no icon)",
             ),
             (
                 r#"{"icons": {"done": "\u0085x\u009b31m"}}"#,
-                r#"config.json: "icons"."done": found "\u0085x\u009b31m", allowed: a string without control characters or newlines, not U+FE0F alone ("" for no icon)"#,
+                r#"config.json: "icons"."done": found "\u0085x\u009b31m", allowed: a string without control characters or newlines, not U+FE0F only ("" for no icon)"#,
             ),
             (
                 r#"{"icons": {"blocked": null}}"#,
-                r#"config.json: "icons"."blocked": found null, allowed: a string without control characters or newlines, not U+FE0F alone ("" for no icon)"#,
+                r#"config.json: "icons"."blocked": found null, allowed: a string without control characters or newlines, not U+FE0F only ("" for no icon)"#,
             ),
             (
                 r#"{"icons": {"done": "a\u0007"}}"#,
-                r#"config.json: "icons"."done": found "a\u0007", allowed: a string without control characters or newlines, not U+FE0F alone ("" for no icon)"#,
+                r#"config.json: "icons"."done": found "a\u0007", allowed: a string without control characters or newlines, not U+FE0F only ("" for no icon)"#,
             ),
             (
                 r#"{"separator": " \u202e "}"#,
@@ -611,11 +606,11 @@ mod tests {
             ),
             (
                 r#"{"icons": {"done": "\u2028"}}"#,
-                r#"config.json: "icons"."done": found "\u2028", allowed: a string without control characters or newlines, not U+FE0F alone ("" for no icon)"#,
+                r#"config.json: "icons"."done": found "\u2028", allowed: a string without control characters or newlines, not U+FE0F only ("" for no icon)"#,
             ),
             (
                 r#"{"icons": {"done": "\n"}}"#,
-                r#"config.json: "icons"."done": found "\n", allowed: a string without control characters or newlines, not U+FE0F alone ("" for no icon)"#,
+                r#"config.json: "icons"."done": found "\n", allowed: a string without control characters or newlines, not U+FE0F only ("" for no icon)"#,
             ),
         ];
         for (text, message) in cases {
@@ -767,6 +762,13 @@ mod tests {
     }
 
     use crate::files::tests::TempDir;
+
+    #[test]
+    fn an_icon_of_variation_selectors_only_is_refused() {
+        let (_, messages) = messages(r#"{"icons": {"done": "\ufe0f\ufe0f"}}"#);
+        assert_eq!(messages.len(), 1, "{messages:?}");
+        assert!(messages[0].contains("not U+FE0F only"), "{messages:?}");
+    }
 
     #[test]
     fn load_missing_file_gives_defaults_without_problems() {

@@ -106,6 +106,14 @@ pub const SPINNER_FRAMES: &[&str] = &["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", 
 /// who typed or rewrote the name; both forms are the same icon.
 pub const EMOJI_PRESENTATION: char = '\u{FE0F}';
 
+/// An icon without its one trailing U+FE0F, as `strip` knows it in both
+/// forms; `None` for what is no icon: an empty one would match every label,
+/// and variation selectors alone show nothing.
+pub fn bare_icon(icon: &str) -> Option<&str> {
+    let bare = icon.strip_suffix(EMOJI_PRESENTATION).unwrap_or(icon);
+    (!bare.chars().all(|c| c == EMOJI_PRESENTATION)).then_some(bare)
+}
+
 /// Composes and strips labels for one configuration.
 ///
 /// Stripping is idempotent for every configuration: it stops only when no
@@ -143,12 +151,9 @@ impl Labeler {
             .chain(custom.iter().flatten().map(String::as_str))
             .chain(SPINNER_FRAMES.iter().copied());
         for icon in known {
-            let bare = icon.strip_suffix(EMOJI_PRESENTATION).unwrap_or(icon);
-            // An empty icon would match every label and strip nothing but
-            // separators; a lone variation selector is not an icon either.
-            if bare.is_empty() {
+            let Some(bare) = bare_icon(icon) else {
                 continue;
-            }
+            };
             insert_longest_first(&mut strippable_icons, bare.to_string());
             insert_longest_first(&mut strippable_icons, format!("{bare}{EMOJI_PRESENTATION}"));
         }
@@ -226,12 +231,15 @@ impl Labeler {
             .flat_map(|preset| preset.icons.iter().copied())
             .chain(self.icons.iter().map(String::as_str))
             .chain(SPINNER_FRAMES.iter().copied())
-            .filter(|icon| !icon.trim_end_matches(EMOJI_PRESENTATION).is_empty());
+            .filter(|icon| bare_icon(icon).is_some());
         let known: Vec<&str> = known.collect();
         for &long in &known {
             for &short in &known {
-                // Either form of the shorter icon, with or without U+FE0F.
-                let bare = short.trim_end_matches(EMOJI_PRESENTATION);
+                // Either form of the shorter icon, with or without U+FE0F,
+                // exactly as `strip` knows them.
+                let Some(bare) = bare_icon(short) else {
+                    continue;
+                };
                 let Some(rest) = long.strip_prefix(bare) else {
                     continue;
                 };
@@ -667,5 +675,34 @@ pub mod tests {
             assert_eq!(once, "api");
             assert_eq!(labeler.strip(once), once);
         }
+    }
+
+    /// An icon ending in two U+FE0F is judged as `strip` reads it: a pair
+    /// that loses part of a name is warned about.
+    #[test]
+    fn icons_with_variation_selectors_are_checked_as_strip_reads_them() {
+        let cases = [
+            ("a\u{FE0F}\u{FE0F}", "a\u{FE0F}\u{FE0F}|c", "|", "c|d"),
+            ("a\u{FE0F}\u{FE0F}", "a\u{FE0F}\u{FE0F} x", " ", "x y"),
+        ];
+        for (short, long, separator, base) in cases {
+            let custom = [
+                Some(short.to_string()),
+                Some(long.to_string()),
+                None,
+                None,
+                None,
+            ];
+            let labeler = Labeler::new(&PRESETS[0], &custom, separator);
+            let label = labeler.label(Status::Blocked, base);
+            assert!(
+                labeler.ambiguous_icons().is_some() || labeler.strip(&label) == base,
+                "{label:?} strips to {:?} without a warning",
+                labeler.strip(&label)
+            );
+        }
+        // Made of them, it is no icon (the config refuses it).
+        assert_eq!(bare_icon("\u{FE0F}\u{FE0F}"), None);
+        assert_eq!(bare_icon("🔴\u{FE0F}"), Some("🔴"));
     }
 }
