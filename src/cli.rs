@@ -103,7 +103,14 @@ pub struct UsageError(pub String);
 
 impl From<lexopt::Error> for UsageError {
     fn from(error: lexopt::Error) -> UsageError {
-        UsageError(error.to_string())
+        // lexopt copies what was typed into its message as it is: an
+        // escape sequence in an argument must not reach the terminal raw.
+        let text = error.to_string();
+        if text.chars().any(crate::text::is_control) {
+            let quoted = crate::text::quote(&text);
+            return UsageError(quoted[1..quoted.len() - 1].to_string());
+        }
+        UsageError(text)
     }
 }
 
@@ -161,10 +168,12 @@ fn parse(mut parser: lexopt::Parser) -> Result<Command, UsageError> {
                 no_more(parser, Command::ConfigCheck, HELP_CONFIG)
             }
             Some(Short('h') | Long("help")) => Ok(Command::Help(HELP_CONFIG)),
-            Some(other) => Err(UsageError(format!(
-                "{}; the config command has one subcommand: check",
-                other.unexpected()
-            ))),
+            Some(other) => {
+                let UsageError(unexpected) = other.unexpected().into();
+                Err(UsageError(format!(
+                    "{unexpected}; the config command has one subcommand: check"
+                )))
+            }
             None => Err(UsageError(
                 "config: missing subcommand; try `cowbell config check`".into(),
             )),
@@ -333,5 +342,26 @@ mod tests {
         ] {
             assert!(parse(args).is_err(), "{args:?}");
         }
+    }
+
+    #[test]
+    fn usage_errors_carry_no_control_characters() {
+        for args in [
+            &["\u{1b}[31mred"][..],
+            &["--\u{1b}[31mred"],
+            &["daemon", "--\u{1b}]0;title\u{7}"],
+            &["status", "-\u{9b}"],
+            &["off", "x\u{1b}[2J"],
+            &["config", "--x\u{202e}y"],
+        ] {
+            let error = parse(args).unwrap_err();
+            assert!(
+                !error.0.chars().any(crate::text::is_control),
+                "{args:?}: {:?}",
+                error.0
+            );
+        }
+        let error = parse(&["--\u{1b}[31mred"]).unwrap_err();
+        assert_eq!(error.0, "invalid option '--\\u001b[31mred'");
     }
 }
