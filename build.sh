@@ -179,10 +179,13 @@ build_musl() {
 # without glibc's static libraries cannot. Asked of an empty program, so
 # that a failure of cowbell's own build is never taken for this one.
 static_glibc_links() {
-    probe=$(mktemp -d 2>/dev/null) || return 1
-    printf 'fn main() {}\n' > "$probe/probe.rs"
+    # In cargo's target dir, which the build writes anyway (a TMPDIR that
+    # does not work must not pass for missing libraries).
+    probe=$target_root/glibc-static-probe
+    mkdir -p "$probe" && printf 'fn main() {}\n' > "$probe/probe.rs" ||
+        die "cannot write $probe"
     rc=0
-    rustc --target "$1" -C target-feature=+crt-static -o "$probe/probe" "$probe/probe.rs" \
+    "${RUSTC:-rustc}" --target "$1" -C target-feature=+crt-static -o "$probe/probe" "$probe/probe.rs" \
         >/dev/null 2>&1 || rc=1
     rm -rf "$probe"
     return $rc
