@@ -1557,6 +1557,24 @@ fn a_rename_refused_for_good_backs_off_with_the_spinner_on_too() {
     assert!(lines <= 3 * 8, "{lines} log lines in 10 s\n{}", cb.log());
 }
 
+/// herdr refuses the next `times` renames of `tab` (as it would a label
+/// it does not take).
+fn refuse_renames_of(cb: &Cowbell, tab: &str, times: usize) {
+    let refusal =
+        b"{\"id\":\"x\",\"error\":{\"code\":\"invalid_label\",\"message\":\"refused\"}}\n";
+    cb.herdr
+        .answer_raw_if("tab.rename", Some(&format!("\"{tab}\"")), times, refusal);
+}
+
+/// How many renames of `tab` cowbell has sent.
+fn renames_tried(cb: &Cowbell, tab: &str) -> usize {
+    cb.herdr
+        .requests_of("tab.rename")
+        .iter()
+        .filter(|r| r.params.contains(&format!("\"{tab}\"")))
+        .count()
+}
+
 /// One tab whose renames herdr refuses holds up nobody else's spinner: the
 /// other working tabs move on a frame every interval.
 #[test]
@@ -1567,14 +1585,7 @@ fn one_refused_tab_does_not_stall_the_spinner_of_the_others() {
     let (good, good_pane) = cb.tab(Some("good"));
     cb.herdr.set_status(&bad_pane, "working");
     cb.herdr.set_status(&good_pane, "working");
-    let refusal =
-        b"{\"id\":\"x\",\"error\":{\"code\":\"invalid_label\",\"message\":\"refused\"}}\n";
-    cb.herdr.answer_raw_if(
-        "tab.rename",
-        Some(&format!("\"{bad}\"")),
-        1_000_000,
-        refusal,
-    );
+    refuse_renames_of(&cb, &bad, 1_000_000);
     cb.startup();
     cb.wait_for_daemon(2 * SECOND);
     std::thread::sleep(2 * SECOND);
@@ -1589,12 +1600,7 @@ fn one_refused_tab_does_not_stall_the_spinner_of_the_others() {
         cb.log()
     );
     // And the refused tab is tried less and less often, not every frame.
-    let tries = cb
-        .herdr
-        .requests_of("tab.rename")
-        .iter()
-        .filter(|r| r.params.contains(&format!("\"{bad}\"")))
-        .count();
+    let tries = renames_tried(&cb, &bad);
     assert!(tries <= 9, "{tries} tries of {bad} in 7 s\n{}", cb.log());
 }
 
@@ -1605,12 +1611,9 @@ fn one_refused_tab_does_not_stall_the_spinner_of_the_others() {
 fn a_reconnect_while_a_tab_waits_for_its_retry_renames_it() {
     let cb = Cowbell::new();
     let (bad, bad_pane) = cb.tab(Some("bad"));
-    let refusal =
-        b"{\"id\":\"x\",\"error\":{\"code\":\"invalid_label\",\"message\":\"refused\"}}\n";
     // Seven refusals: retries after 1, 1, 1, 1, 2, 4 s; the seventh
     // failure sets a retry 8 s out.
-    cb.herdr
-        .answer_raw_if("tab.rename", Some(&format!("\"{bad}\"")), 7, refusal);
+    refuse_renames_of(&cb, &bad, 7);
     cb.herdr.set_status(&bad_pane, "blocked");
     cb.startup();
     cb.wait_for_daemon(2 * SECOND);
@@ -1650,33 +1653,15 @@ fn a_refused_number_give_back_is_not_resent_every_spinner_frame() {
     cb.startup();
     cb.wait_for_daemon(2 * SECOND);
     cb.expect_label(&auto, "🔴 1", 2 * SECOND);
-    let refusal =
-        b"{\"id\":\"x\",\"error\":{\"code\":\"invalid_label\",\"message\":\"refused\"}}\n";
-    cb.herdr.answer_raw_if(
-        "tab.rename",
-        Some(&format!("\"{auto}\"")),
-        1_000_000,
-        refusal,
-    );
+    refuse_renames_of(&cb, &auto, 1_000_000);
     cb.write_config(
         r#"{"include_auto_named": false, "spinner": true, "spinner_interval_ms": 250}"#,
     );
     let lines_before = cb.log().lines().count();
-    let before = cb
-        .herdr
-        .requests_of("tab.rename")
-        .iter()
-        .filter(|r| r.params.contains(&format!("\"{auto}\"")))
-        .count();
+    let before = renames_tried(&cb, &auto);
     assert!(cb.run(&["sync"]).status.success());
     std::thread::sleep(5 * SECOND);
-    let tries = cb
-        .herdr
-        .requests_of("tab.rename")
-        .iter()
-        .filter(|r| r.params.contains(&format!("\"{auto}\"")))
-        .count()
-        - before;
+    let tries = renames_tried(&cb, &auto) - before;
     let lines = cb.log().lines().count() - lines_before;
     // Backing off: tries at 0, 1, 2, 3, 4 s. A try per frame is 20.
     assert!(
@@ -1695,24 +1680,11 @@ fn a_new_tab_seen_while_another_waits_is_saved_before_its_icon() {
     let cb = Cowbell::new();
     let (bad, bad_pane) = cb.tab(Some("bad"));
     cb.herdr.set_status(&bad_pane, "blocked");
-    let refusal =
-        b"{\"id\":\"x\",\"error\":{\"code\":\"invalid_label\",\"message\":\"refused\"}}\n";
-    cb.herdr.answer_raw_if(
-        "tab.rename",
-        Some(&format!("\"{bad}\"")),
-        1_000_000,
-        refusal,
-    );
+    refuse_renames_of(&cb, &bad, 1_000_000);
     cb.startup();
     let pid = cb.wait_for_daemon(2 * SECOND);
     // After the seventh refusal the next retry is 8 s away.
-    let tries = || {
-        cb.herdr
-            .requests_of("tab.rename")
-            .iter()
-            .filter(|r| r.params.contains(&format!("\"{bad}\"")))
-            .count()
-    };
+    let tries = || renames_tried(&cb, &bad);
     let deadline = Instant::now() + 20 * SECOND;
     while tries() < 7 {
         assert!(Instant::now() < deadline, "{}", cb.log());

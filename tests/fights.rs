@@ -594,33 +594,13 @@ fn fight_history_and_cooldowns_survive_a_daemon_restart() {
     );
 }
 
-/// The same with herdr restarted right after the cool-down started, while
-/// cowbell's last rename is still within the fight window: in a cool-down
-/// the new tab's name cannot answer cowbell, and it shows its icon.
+/// `a_new_tab_reusing_an_id_does_not_inherit_a_cooldown` with herdr
+/// restarted right after the cool-down started, while cowbell's last
+/// rename is still within the fight window: in a cool-down the new tab's
+/// name cannot answer cowbell, and it shows its icon.
 #[test]
 fn a_new_tab_reusing_an_id_right_after_a_cooldown_began_shows_its_icon() {
-    let mut cb = Cowbell::with(Options::immediate(), 5.0);
-    let (tab, pane) = cb.tab(Some("api"));
-    cb.herdr.set_status(&pane, "blocked");
-    cb.startup();
-    cb.wait_for_daemon(2 * SECOND);
-    cb.expect_label(&tab, "🔴 api", 2 * SECOND);
-    for name in ["n0", "n1"] {
-        cb.herdr.rename_tab(&tab, name);
-        cb.expect_label(&tab, &format!("🔴 {name}"), 2 * SECOND);
-    }
-    cb.herdr.rename_tab(&tab, "n2");
-    wait_for_cooldown(&cb, &tab, None, 2 * SECOND);
-    // The user restarts herdr at once (a fresh, empty session).
-    cb.herdr.start_again(false);
-    let ws = cb.herdr.add_workspace("beta");
-    let new_tab = cb.herdr.add_tab(&ws, Some("build"));
-    assert_eq!(new_tab, tab, "the fake hands out the same id again");
-    let new_pane = cb.herdr.panes_of(&new_tab)[0].clone();
-    cb.herdr.set_status(&new_pane, "blocked");
-    cb.expect_label(&new_tab, "🔴 build", 2 * SECOND);
-    let row = status_row(&cb, &new_tab);
-    assert_eq!(entry_u64(&row, "fights"), Some(0), "{}", show(&row));
+    new_tab_on_a_cooled_down_id(Duration::ZERO);
 }
 
 /// A handover (`Cowbell: on` after an update, a server restart) while a
@@ -676,6 +656,14 @@ fn a_handover_in_the_middle_of_a_fight_keeps_the_doubling() {
 /// icon at once, without the old tab's cool-down or fights.
 #[test]
 fn a_new_tab_reusing_an_id_does_not_inherit_a_cooldown() {
+    // Past the fight window of cowbell's last rename (a rename seen then
+    // could answer it), well inside the cool-down.
+    new_tab_on_a_cooled_down_id(Duration::from_millis(6500));
+}
+
+/// A cool-down on "api", `after` it began a fresh herdr session, and a
+/// new tab "build" with the same id: it shows its icon at once.
+fn new_tab_on_a_cooled_down_id(after: Duration) {
     // Scale 5: fight window 6 s, first cool-down 12 s (60 s of the spec).
     let mut cb = Cowbell::with(Options::immediate(), 5.0);
     let (tab, pane) = cb.tab(Some("api"));
@@ -690,9 +678,7 @@ fn a_new_tab_reusing_an_id_does_not_inherit_a_cooldown() {
     }
     cb.herdr.rename_tab(&tab, "n2");
     wait_for_cooldown(&cb, &tab, None, 2 * SECOND);
-    // Past the fight window of cowbell's last rename (a rename seen then
-    // could answer it), well inside the cool-down.
-    thread::sleep(Duration::from_millis(6500));
+    thread::sleep(after);
     cb.herdr.start_again(false);
     let ws = cb.herdr.add_workspace("beta");
     let new_tab = cb.herdr.add_tab(&ws, Some("build"));
