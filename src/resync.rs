@@ -468,6 +468,8 @@ impl Tracker {
             }
             record.written = Some(label.to_string());
             record.seen = label.to_string();
+            // Its echo says a rename whose answer was lost landed after all.
+            record.retry_at = None;
         }
     }
 
@@ -594,7 +596,7 @@ fn notice_label_change(
     // In a cool-down cowbell renamed nothing: no answer to it either.
     let fight = &record.fight;
     if looked_away && (!fight.provoked(now, &settings.timing) || fight.cooling_down(now)) {
-        record.fight = FightRecord::default();
+        record.fight.start_afresh();
     }
     if tab.looks_auto_named() {
         // herdr's positional name: an auto-named tab that moved, or
@@ -1038,7 +1040,10 @@ mod tests {
         assert_eq!(renames(&plan), [("w1:t1", "🔴 build")]);
         let fight = &tracker.tabs["w1:t1"].fight;
         assert!(fight.fights.is_empty() && fight.cooldown_until.is_none());
-        assert_eq!((fight.level, fight.total), (0, 0));
+        assert_eq!(fight.total, 0);
+        // The doubling stays: a renamer back at every herdr start still
+        // meets longer cool-downs.
+        assert_eq!(fight.level, 1);
         assert!(!tracker.looked_away);
         // Once looked, a rename right after cowbell's counts again.
         let mut tabs = tabs;

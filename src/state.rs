@@ -328,18 +328,18 @@ impl Clock {
 pub fn to_tracker(state: &State, clock: Clock, timing: &Timing) -> Tracker {
     let mut tracker = Tracker::default();
     for (tab_id, entry) in &state.tabs {
-        // A cool-down lasts no longer than it did when it started, which a
-        // wall clock stepped back would otherwise stretch.
+        // A cool-down lasts no longer than it did when it started. One that
+        // ends further away than that was saved before the wall clock went
+        // back, at a time nobody knows: it may have ended days ago, or run
+        // still. Dropped, and the tab's renamer counts as new, as after a
+        // long quiet spell: when in doubt, the icon shows.
         let longest = entry.last_cooldown_ms.map_or(timing.max_cooldown, |ms| {
             Duration::from_millis(ms).min(timing.max_cooldown)
         });
-        // The last cool-down ended at a time nobody knows: the tab's
-        // renamer counts as new, as after a long quiet spell. (Unless that
-        // cool-down still runs: it is kept, capped, and so is its level.)
-        let unknown_end = entry.cooldown_until_ms != entry.last_cooldown_end_ms
-            && entry
-                .last_cooldown_end_ms
-                .is_some_and(|end| clock.beyond(end, longest));
+        let unknown_end = [entry.cooldown_until_ms, entry.last_cooldown_end_ms]
+            .into_iter()
+            .flatten()
+            .any(|end| clock.beyond(end, longest));
         let fight = FightRecord {
             last_own_rename: entry.last_own_rename_ms.and_then(|ms| clock.past(ms)),
             fights: entry
@@ -349,6 +349,7 @@ pub fn to_tracker(state: &State, clock: Clock, timing: &Timing) -> Tracker {
                 .collect(),
             cooldown_until: entry
                 .cooldown_until_ms
+                .filter(|_| !unknown_end)
                 .and_then(|ms| clock.future(ms, longest)),
             last_cooldown: entry
                 .last_cooldown_end_ms
@@ -672,8 +673,7 @@ mod tests {
             wall_ms: before.wall_ms - 86_400_000,
         };
         let restored = to_tracker(&state, jumped, &timing);
-        let until = restored.tabs["w1:t1"].fight.cooldown_until.unwrap();
-        assert!(until.duration_since(jumped.mono) <= timing.max_cooldown);
+        assert_eq!(restored.tabs["w1:t1"].fight.cooldown_until, None);
         // A fight now "in the future" may be days old: it is dropped.
         assert_eq!(restored.tabs["w1:t1"].fight.fights, Vec::new());
     }
@@ -756,10 +756,18 @@ mod tests {
             wall_ms: before.wall_ms + 1000 - 3_600_000,
         };
         let fight = &to_tracker(&state, jumped, &Timing::REAL).tabs["w1:t1"].fight;
-        let left = fight.cooldown_until.unwrap().duration_since(jumped.mono);
+        // Its end, an hour and a minute away, is no end a 60 s cool-down
+        // can have: nobody knows when it really ends, and it is dropped.
+        assert_eq!(fight.cooldown_until, None);
+        assert_eq!((fight.last_cooldown, fight.level), (None, 0));
+        // A step back that leaves the end within 60 s keeps it, capped.
+        let nudged = Clock {
+            mono: before.mono + Duration::from_secs(1),
+            wall_ms: before.wall_ms + 1000 - 500,
+        };
+        let fight = &to_tracker(&state, nudged, &Timing::REAL).tabs["w1:t1"].fight;
+        let left = fight.cooldown_until.unwrap().duration_since(nudged.mono);
         assert!(left <= Duration::from_secs(60), "{left:?} left");
-        // Still running, so its end and level stay (an ended one's would
-        // not: `an_old_cooldown_end_after_a_clock_step_back_...`).
         assert_eq!(fight.last_cooldown.unwrap().1, Duration::from_secs(60));
     }
 
@@ -803,96 +811,54 @@ mod tests {
         assert_eq!(now.past(now.wall_ms + 500), Some(now.mono));
     }
 
-    /// A cool-down that ended a day ago, read back after the wall
-    /// clock stepped back three days, must not keep the doubling at its
-    /// cap: the tab has been quiet for far longer than the cool-down.
+    /// A cool-down that ended a day ago, read back after the wall clock
+    /// stepped back three days, neither runs again nor keeps the doubling
+    /// at its cap: the tab has been quiet far longer than it lasted. Also
+    /// when no resync expired it before the save (both ends recorded).
     #[test]
     fn an_old_cooldown_end_after_a_clock_step_back_lets_the_doubling_reset() {
         let timing = Timing::REAL;
         let saved = Clock::now();
         let day_ms = 86_400_000;
-        let mut state = State::default();
-        state.tabs.insert(
-            "w1:t1".into(),
-            TabEntry {
-                base: "api".into(),
-                last_cooldown_end_ms: Some(saved.wall_ms - day_ms),
-                last_cooldown_ms: Some(900_000),
-                cooldown_level: 5,
-                fights_total: 15,
-                ..<TabEntry as Default>::default()
-            },
-        );
-        for step_back_days in [0, 3] {
-            let later = Clock {
-                mono: saved.mono + Duration::from_secs(60),
-                wall_ms: saved.wall_ms + 60_000 - step_back_days * day_ms,
-            };
-            let mut fight = to_tracker(&state, later, &timing).tabs["w1:t1"]
-                .fight
-                .clone();
-            let mut verdict = crate::fights::Verdict::NotAFight;
-            let mut at = later.mono;
-            for _ in 0..3 {
-                fight.own_rename(at);
-                at += Duration::from_secs(1);
-                verdict = fight.foreign_rename(at, &timing);
-            }
-            let crate::fights::Verdict::CooldownStarted { until } = verdict else {
-                panic!("{verdict:?}")
-            };
-            assert_eq!(
-                until.duration_since(at),
-                Duration::from_secs(60),
-                "stepped back {step_back_days} days: {fight:?}"
+        for until in [None, Some(saved.wall_ms - day_ms)] {
+            let mut state = State::default();
+            state.tabs.insert(
+                "w1:t1".into(),
+                TabEntry {
+                    base: "api".into(),
+                    cooldown_until_ms: until,
+                    last_cooldown_end_ms: Some(saved.wall_ms - day_ms),
+                    last_cooldown_ms: Some(900_000),
+                    cooldown_level: 5,
+                    fights_total: 15,
+                    ..<TabEntry as Default>::default()
+                },
             );
+            for step_back_days in [0, 3] {
+                let later = Clock {
+                    mono: saved.mono + Duration::from_secs(60),
+                    wall_ms: saved.wall_ms + 60_000 - step_back_days * day_ms,
+                };
+                let mut fight = to_tracker(&state, later, &timing).tabs["w1:t1"]
+                    .fight
+                    .clone();
+                assert!(!fight.cooling_down(later.mono), "{fight:?}");
+                let mut verdict = crate::fights::Verdict::NotAFight;
+                let mut at = later.mono;
+                for _ in 0..3 {
+                    fight.own_rename(at);
+                    at += Duration::from_secs(1);
+                    verdict = fight.foreign_rename(at, &timing);
+                }
+                let crate::fights::Verdict::CooldownStarted { until } = verdict else {
+                    panic!("{verdict:?}")
+                };
+                assert_eq!(
+                    until.duration_since(at),
+                    Duration::from_secs(60),
+                    "stepped back {step_back_days} days: {fight:?}"
+                );
+            }
         }
-    }
-
-    /// A cool-down running at the cap (level 5), read back after the wall
-    /// clock went back 5 minutes, keeps running and keeps its doubling: the
-    /// next cool-down is 900 s again, not 60 s.
-    #[test]
-    fn a_running_cooldown_keeps_its_doubling_after_a_small_step_back() {
-        let timing = Timing::REAL;
-        let saved = Clock::now();
-        let mut tracker = Tracker::default();
-        let mut record = TabRecord {
-            base: "api".into(),
-            seen: "api".into(),
-            ..TabRecord::default()
-        };
-        let until = saved.mono + Duration::from_secs(890);
-        record.fight.cooldown_until = Some(until);
-        record.fight.last_cooldown = Some((until, Duration::from_secs(900)));
-        record.fight.level = 5;
-        record.fight.last_own_rename = Some(saved.mono);
-        tracker.tabs.insert("w1:t1".into(), record);
-        let state = from_tracker(&tracker, false, saved);
-        // Killed; started again 1 s later, the wall clock 5 min back.
-        let later = Clock {
-            mono: saved.mono + Duration::from_secs(1),
-            wall_ms: saved.wall_ms + 1000 - 300_000,
-        };
-        let mut fight = to_tracker(&state, later, &timing).tabs["w1:t1"]
-            .fight
-            .clone();
-        assert!(fight.cooling_down(later.mono), "the cool-down runs on");
-        let end = fight.cooldown_until.unwrap();
-        let mut at = end;
-        let mut verdict = crate::fights::Verdict::NotAFight;
-        for _ in 0..3 {
-            fight.own_rename(at);
-            at += Duration::from_secs(1);
-            verdict = fight.foreign_rename(at, &timing);
-        }
-        let crate::fights::Verdict::CooldownStarted { until } = verdict else {
-            panic!("{verdict:?}")
-        };
-        assert_eq!(
-            until.duration_since(at),
-            Duration::from_secs(900),
-            "{fight:?}"
-        );
     }
 }

@@ -1671,6 +1671,45 @@ fn a_refused_number_give_back_is_not_resent_every_spinner_frame() {
     );
 }
 
+/// A rename whose answer was lost (the connection closed first) but whose
+/// echo shows herdr applied it holds the tab back no longer: its next
+/// status shows at once, not after a retry that another tab's refusals
+/// pushed out to 8 s.
+#[test]
+fn a_rename_confirmed_by_its_echo_does_not_hold_the_tab_back() {
+    let cb = Cowbell::new();
+    let (bad, bad_pane) = cb.tab(Some("bad"));
+    let (api, api_pane) = cb.tab(Some("api"));
+    cb.herdr.set_status(&api_pane, "blocked");
+    cb.startup();
+    cb.wait_for_daemon(2 * SECOND);
+    cb.expect_label(&api, "🔴 api", 2 * SECOND);
+    refuse_renames_of(&cb, &bad, 1_000_000);
+    cb.herdr.set_status(&bad_pane, "blocked");
+    let deadline = Instant::now() + 20 * SECOND;
+    while renames_tried(&cb, &bad) < 7 {
+        assert!(Instant::now() < deadline, "{}", cb.log());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // The seventh refusal set a retry 8 s out. api's rename to done is
+    // applied, but its answer is lost.
+    std::thread::sleep(Duration::from_millis(100));
+    cb.herdr
+        .answer_raw_if("tab.rename", Some(&format!("\"{api}\"")), 1, b"");
+    let sent = renames_tried(&cb, &api);
+    cb.herdr.set_status(&api_pane, "idle");
+    let deadline = Instant::now() + 3 * SECOND;
+    while renames_tried(&cb, &api) == sent {
+        assert!(Instant::now() < deadline, "{}", cb.log());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    cb.herdr.rename_tab(&api, "🔵 api");
+    std::thread::sleep(Duration::from_millis(500));
+    cb.herdr.set_status(&api_pane, "working");
+    cb.expect_label(&api, "🟡 api", 2 * SECOND);
+}
+
 /// README: "A tab cowbell sees for the first time is saved before its icon
 /// goes on", also when it appears while another tab waits for a retry (a
 /// resync that is quiet in the log). Killed right after the icon, the
