@@ -175,17 +175,21 @@ build_musl() {
     artefact=$target_root/$musl/release/cowbell
 }
 
-# Can rustc link a static glibc binary for target $1? A distro Rust
-# without glibc's static libraries cannot. Asked of an empty program, so
-# that a failure of cowbell's own build is never taken for this one.
+# Can cargo link a static glibc binary for target $1? A distro Rust
+# without glibc's static libraries cannot. Asked of an empty crate, built
+# the way cowbell will be (the packager's flags, linker and cargo config),
+# so that a failure of cowbell's own build is never taken for this one.
 static_glibc_links() {
-    # In cargo's target dir, which the build writes anyway (a TMPDIR that
-    # does not work must not pass for missing libraries).
-    probe=$target_root/glibc-static-probe
-    mkdir -p "$probe" && printf 'fn main() {}\n' > "$probe/probe.rs" ||
+    probe=$target_root/glibc-static-probe.$$
+    mkdir -p "$probe/src" &&
+        printf '[package]\nname = "probe"\nversion = "0.0.0"\nedition = "2021"\n[workspace]\n' \
+            > "$probe/Cargo.toml" &&
+        printf 'fn main() {}\n' > "$probe/src/main.rs" ||
         die "cannot write $probe"
     rc=0
-    "${RUSTC:-rustc}" --target "$1" -C target-feature=+crt-static -o "$probe/probe" "$probe/probe.rs" \
+    with_rustflags "-C target-feature=+crt-static" \
+        cargo build --quiet --offline --release --target "$1" \
+            --manifest-path "$probe/Cargo.toml" --target-dir "$probe/target" \
         >/dev/null 2>&1 || rc=1
     rm -rf "$probe"
     return $rc
