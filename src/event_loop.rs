@@ -1338,6 +1338,7 @@ impl EventLoop {
             Purpose::Rename {
                 restore: false,
                 tab_id,
+                label,
                 ..
             } => {
                 // Look again soon: herdr may have applied it after all, or
@@ -1346,7 +1347,8 @@ impl EventLoop {
                 // (a log line and a save each), nor does it hold up the
                 // frames of the other tabs.
                 self.retry_later(now);
-                self.tracker.rename_failed(&tab_id, self.retry_deadline);
+                self.tracker
+                    .rename_failed(&tab_id, &label, self.retry_deadline);
                 self.rename_done(now);
             }
             Purpose::ListPanes => {

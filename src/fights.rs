@@ -125,19 +125,6 @@ impl FightRecord {
         Verdict::CooldownStarted { until }
     }
 
-    /// Forgets the tab's recent past after cowbell looked away (see
-    /// `resync::notice_label_change`): its fights, a running cool-down and
-    /// cowbell's last rename. Not the doubling: a renamer that is back at
-    /// every herdr start still meets longer and longer cool-downs, and a
-    /// quiet spell starts it over as always.
-    pub fn start_afresh(&mut self) {
-        *self = FightRecord {
-            level: self.level,
-            last_cooldown: self.last_cooldown,
-            ..FightRecord::default()
-        };
-    }
-
     /// Forgets a cool-down that has ended, so it is not reported as running.
     pub fn expire(&mut self, now: Instant) {
         if self.cooldown_until.is_some_and(|until| now >= until) {

@@ -410,9 +410,16 @@ impl Tracker {
 
     /// herdr refused a rename of the tab, or its answer never came: resyncs
     /// before `retry_at` leave the tab alone (see `TabRecord::retry_at`).
-    pub fn rename_failed(&mut self, tab_id: &str, retry_at: Option<Instant>) {
+    /// Not when its echo came first: it landed after all.
+    pub fn rename_failed(&mut self, tab_id: &str, label: &str, retry_at: Option<Instant>) {
         if let Some(record) = self.tabs.get_mut(tab_id) {
-            record.retry_at = retry_at;
+            let landed = record
+                .sent
+                .last()
+                .is_some_and(|sent| sent.label == label && sent.echoed);
+            if !landed {
+                record.retry_at = retry_at;
+            }
         }
     }
 
@@ -596,7 +603,7 @@ fn notice_label_change(
     // In a cool-down cowbell renamed nothing: no answer to it either.
     let fight = &record.fight;
     if looked_away && (!fight.provoked(now, &settings.timing) || fight.cooling_down(now)) {
-        record.fight.start_afresh();
+        record.fight = FightRecord::default();
     }
     if tab.looks_auto_named() {
         // herdr's positional name: an auto-named tab that moved, or
@@ -1040,10 +1047,11 @@ mod tests {
         assert_eq!(renames(&plan), [("w1:t1", "🔴 build")]);
         let fight = &tracker.tabs["w1:t1"].fight;
         assert!(fight.fights.is_empty() && fight.cooldown_until.is_none());
-        assert_eq!(fight.total, 0);
-        // The doubling stays: a renamer back at every herdr start still
-        // meets longer cool-downs.
-        assert_eq!(fight.level, 1);
+        // Nothing of the old tab: the spec gives a new one 60 s first.
+        assert_eq!(
+            (fight.level, fight.total, fight.last_cooldown),
+            (0, 0, None)
+        );
         assert!(!tracker.looked_away);
         // Once looked, a rename right after cowbell's counts again.
         let mut tabs = tabs;
@@ -1080,7 +1088,7 @@ mod tests {
         let mut tracker = Tracker::default();
         tracker.resync(&tabs, &s, now);
         let retry = now + Duration::from_secs(1);
-        tracker.rename_failed("w1:t1", Some(retry));
+        tracker.rename_failed("w1:t1", "🔴 api", Some(retry));
         let plan = tracker.resync(&tabs, &s, now + Duration::from_millis(500));
         assert_eq!(renames(&plan), [("w1:t2", "🔵 web")]);
         assert_eq!(plan.waiting, 1);
@@ -1504,5 +1512,43 @@ mod tests {
         // the daemon's resync: the base is the person's name.
         tracker.resync(&tabs, &s, now + Duration::from_secs(100));
         assert_eq!(tracker.tabs["w1:t1"].base, "Hey! api");
+    }
+
+    /// A new tab that a fresh herdr session gave an old tab's id
+    /// (README: "gets its icon at once") and that a renamer then fights
+    /// must get the spec's first cool-down, 60 s, not the old tab's 15 min.
+    #[test]
+    fn a_new_tab_on_a_reused_id_gets_a_sixty_second_first_cooldown() {
+        let s = settings();
+        let mut tracker = Tracker::default();
+        let mut tabs = vec![tab("w1:t1", 1, "api", Status::Blocked)];
+        let (_, now) = hostile(&mut tracker, &mut tabs, &s, "api", 10);
+        // The old tab had reached the cap: a 15 min cool-down runs.
+        {
+            let fight = &mut tracker.tabs.get_mut("w1:t1").unwrap().fight;
+            let until = now + Duration::from_secs(890);
+            fight.cooldown_until = Some(until);
+            fight.last_cooldown = Some((until, Duration::from_secs(900)));
+            fight.level = 5;
+        }
+        // A fresh herdr session: a new tab "build" has the id.
+        let mut now = now + Duration::from_secs(31);
+        tracker.looked_away = true;
+        let mut tabs = vec![tab("w1:t1", 1, "build", Status::Blocked)];
+        // A renamer strips cowbell's icon after every rename of the new tab.
+        let mut seconds = None;
+        for _ in 0..5 {
+            let plan = tracker.resync(&tabs, &s, now);
+            apply(&mut tracker, &mut tabs, &plan.renames);
+            for note in &plan.notes {
+                if let Note::Cooldown { seconds: s, .. } = note {
+                    seconds = Some(*s);
+                }
+            }
+            now += Duration::from_millis(50);
+            tabs[0].label = "build".into();
+            now += Duration::from_millis(100);
+        }
+        assert_eq!(seconds, Some(60), "the new tab's first cool-down");
     }
 }

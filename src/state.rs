@@ -861,4 +861,38 @@ mod tests {
             }
         }
     }
+
+    /// A daemon keeps its clock reading while it agrees to within 1 s
+    /// (`EventLoop::save`), so it may save a cool-down's end up to 1 s
+    /// late. Read back 100 ms later by its successor (no clock step), the
+    /// cool-down that just started must run on.
+    #[test]
+    fn a_cooldown_saved_with_a_clock_a_second_off_is_kept() {
+        let now = Clock::now();
+        // The daemon's reading, 900 ms off (still "agrees").
+        let stale = Clock {
+            mono: now.mono,
+            wall_ms: now.wall_ms + 900,
+        };
+        assert!(stale.agrees_with(now));
+        let mut tracker = Tracker::default();
+        let mut record = TabRecord {
+            base: "api".into(),
+            seen: "api".into(),
+            ..TabRecord::default()
+        };
+        let until = now.mono + Duration::from_secs(60);
+        record.fight.cooldown_until = Some(until);
+        record.fight.last_cooldown = Some((until, Duration::from_secs(60)));
+        record.fight.level = 1;
+        tracker.tabs.insert("w1:t1".into(), record);
+        let state = from_tracker(&tracker, false, stale);
+        let later = Clock {
+            mono: now.mono + Duration::from_millis(100),
+            wall_ms: now.wall_ms + 100,
+        };
+        let fight = &to_tracker(&state, later, &Timing::REAL).tabs["w1:t1"].fight;
+        assert!(fight.cooling_down(later.mono), "{fight:?}");
+        assert_eq!(fight.level, 1);
+    }
 }

@@ -1710,6 +1710,50 @@ fn a_rename_confirmed_by_its_echo_does_not_hold_the_tab_back() {
     cb.expect_label(&api, "🟡 api", 2 * SECOND);
 }
 
+/// `a_rename_confirmed_by_its_echo_does_not_hold_the_tab_back` with the
+/// echo first and the answer lost after it (a timeout): the rename landed,
+/// so the tab must not wait for the retry either.
+#[test]
+fn an_echo_before_the_lost_answer_does_not_hold_the_tab_back() {
+    let cb = Cowbell::new();
+    let (bad, bad_pane) = cb.tab(Some("bad"));
+    let (api, api_pane) = cb.tab(Some("api"));
+    cb.herdr.set_status(&api_pane, "blocked");
+    cb.startup();
+    cb.wait_for_daemon(2 * SECOND);
+    cb.expect_label(&api, "🔴 api", 2 * SECOND);
+    refuse_renames_of(&cb, &bad, 1_000_000);
+    cb.herdr.set_status(&bad_pane, "blocked");
+    let deadline = Instant::now() + 20 * SECOND;
+    while renames_tried(&cb, &bad) < 7 {
+        assert!(Instant::now() < deadline, "{}", cb.log());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // The seventh refusal set a retry 8 s out. herdr stalls on api's
+    // rename to done: it applies it (the echo comes) but never answers.
+    std::thread::sleep(Duration::from_millis(100));
+    cb.herdr.set_silent_method(Some("tab.rename"));
+    let sent = renames_tried(&cb, &api);
+    cb.herdr.set_status(&api_pane, "idle");
+    let deadline = Instant::now() + 3 * SECOND;
+    while renames_tried(&cb, &api) == sent {
+        assert!(Instant::now() < deadline, "{}", cb.log());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    cb.herdr.set_silent_method(None);
+    std::thread::sleep(Duration::from_millis(50));
+    cb.herdr.rename_tab(&api, "🔵 api");
+    // The answer times out (2 s).
+    let deadline = Instant::now() + 4 * SECOND;
+    while !cb.log().contains("timed out") {
+        assert!(Instant::now() < deadline, "{}", cb.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    cb.herdr.set_status(&api_pane, "working");
+    cb.expect_label(&api, "🟡 api", 2 * SECOND);
+}
+
 /// README: "A tab cowbell sees for the first time is saved before its icon
 /// goes on", also when it appears while another tab waits for a retry (a
 /// resync that is quiet in the log). Killed right after the icon, the
