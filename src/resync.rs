@@ -410,13 +410,15 @@ impl Tracker {
 
     /// herdr refused a rename of the tab, or its answer never came: resyncs
     /// before `retry_at` leave the tab alone (see `TabRecord::retry_at`).
-    /// Not when its echo came first: it landed after all.
+    /// Not when its answer was lost and its echo came first: it landed
+    /// after all. (A refusal is final, whatever echo came: an old one of
+    /// the same label, replayed, must not free a refused rename.)
     pub fn rename_failed(&mut self, tab_id: &str, label: &str, retry_at: Option<Instant>) {
         if let Some(record) = self.tabs.get_mut(tab_id) {
             let landed = record
                 .sent
                 .last()
-                .is_some_and(|sent| sent.label == label && sent.echoed);
+                .is_some_and(|sent| sent.label == label && sent.echoed && sent.answer_lost);
             if !landed {
                 record.retry_at = retry_at;
             }
@@ -1550,5 +1552,48 @@ mod tests {
             now += Duration::from_millis(100);
         }
         assert_eq!(seconds, Some(60), "the new tab's first cool-down");
+    }
+
+    /// A replayed (old) echo of an earlier rename with the same label
+    /// must not make a refused rename skip its retry wait.
+    #[test]
+    fn an_old_echo_of_the_same_label_does_not_free_a_refused_rename() {
+        let s = settings();
+        let mut now = Instant::now();
+        let mut tabs = vec![
+            tab("w1:t1", 1, "api", Status::Blocked),
+            tab("w1:t2", 2, "web", Status::Done),
+        ];
+        let mut tracker = Tracker::default();
+        // "🔴 api" (A1), then "api" (idle), both applied with their echoes.
+        for status in [Status::Blocked, Status::Idle] {
+            tabs[0].status = status;
+            let plan = tracker.resync(&tabs, &s, now);
+            for r in &plan.renames {
+                assert!(tracker.take_echo(&r.tab_id, &r.label, now, &s));
+            }
+            apply(&mut tracker, &mut tabs, &plan.renames);
+            now += Duration::from_secs(2);
+        }
+        assert_eq!(tabs[0].label, "api");
+        // Blocked again: "🔴 api" (A2) goes out ...
+        tabs[0].status = Status::Blocked;
+        let plan = tracker.resync(&tabs, &s, now);
+        assert_eq!(renames(&plan), [("w1:t1", "🔴 api")]);
+        // ... while the replay of a new subscription brings A1's old
+        // tab_renamed "🔴 api" (PROTOCOL.md: Replay) ...
+        assert!(tracker.take_echo("w1:t1", "🔴 api", now, &s));
+        // ... and herdr refuses A2: it did not land, herdr still shows "api".
+        let retry = now + Duration::from_secs(1);
+        tracker.rename_failed("w1:t1", "🔴 api", Some(retry));
+        // A resync before the retry (a spinner frame, another tab's event)
+        // must leave the tab alone, as a_tab_whose_rename_failed_waits_for_its_retry.
+        let plan = tracker.resync(&tabs, &s, now + Duration::from_millis(250));
+        assert_eq!(
+            renames(&plan),
+            Vec::<(&str, &str)>::new(),
+            "refused rename resent before its retry"
+        );
+        assert_eq!(plan.waiting, 1);
     }
 }
