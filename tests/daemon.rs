@@ -1671,12 +1671,9 @@ fn a_refused_number_give_back_is_not_resent_every_spinner_frame() {
     );
 }
 
-/// A rename whose answer was lost (the connection closed first) but whose
-/// echo shows herdr applied it holds the tab back no longer: its next
-/// status shows at once, not after a retry that another tab's refusals
-/// pushed out to 8 s.
-#[test]
-fn a_rename_confirmed_by_its_echo_does_not_hold_the_tab_back() {
+/// A blocked tab "api" with its icon, beside a tab "bad" whose renames
+/// herdr has refused seven times: the shared retry is now 8 s out.
+fn api_beside_a_tab_refused_seven_times() -> (Cowbell, String, String) {
     let cb = Cowbell::new();
     let (bad, bad_pane) = cb.tab(Some("bad"));
     let (api, api_pane) = cb.tab(Some("api"));
@@ -1686,11 +1683,26 @@ fn a_rename_confirmed_by_its_echo_does_not_hold_the_tab_back() {
     cb.expect_label(&api, "🔴 api", 2 * SECOND);
     refuse_renames_of(&cb, &bad, 1_000_000);
     cb.herdr.set_status(&bad_pane, "blocked");
-    let deadline = Instant::now() + 20 * SECOND;
-    while renames_tried(&cb, &bad) < 7 {
+    wait_for_tries(&cb, &bad, 7, 20 * SECOND);
+    (cb, api, api_pane)
+}
+
+/// Waits until cowbell has sent `tries` renames of `tab`.
+fn wait_for_tries(cb: &Cowbell, tab: &str, tries: usize, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    while renames_tried(cb, tab) < tries {
         assert!(Instant::now() < deadline, "{}", cb.log());
         std::thread::sleep(Duration::from_millis(5));
     }
+}
+
+/// A rename whose answer was lost (the connection closed first) but whose
+/// echo shows herdr applied it holds the tab back no longer: its next
+/// status shows at once, not after a retry that another tab's refusals
+/// pushed out to 8 s.
+#[test]
+fn a_rename_confirmed_by_its_echo_does_not_hold_the_tab_back() {
+    let (cb, api, api_pane) = api_beside_a_tab_refused_seven_times();
     // The seventh refusal set a retry 8 s out. api's rename to done is
     // applied, but its answer is lost.
     std::thread::sleep(Duration::from_millis(100));
@@ -1698,11 +1710,7 @@ fn a_rename_confirmed_by_its_echo_does_not_hold_the_tab_back() {
         .answer_raw_if("tab.rename", Some(&format!("\"{api}\"")), 1, b"");
     let sent = renames_tried(&cb, &api);
     cb.herdr.set_status(&api_pane, "idle");
-    let deadline = Instant::now() + 3 * SECOND;
-    while renames_tried(&cb, &api) == sent {
-        assert!(Instant::now() < deadline, "{}", cb.log());
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_for_tries(&cb, &api, sent + 1, 3 * SECOND);
     std::thread::sleep(Duration::from_millis(50));
     cb.herdr.rename_tab(&api, "🔵 api");
     std::thread::sleep(Duration::from_millis(500));
@@ -1715,31 +1723,14 @@ fn a_rename_confirmed_by_its_echo_does_not_hold_the_tab_back() {
 /// so the tab must not wait for the retry either.
 #[test]
 fn an_echo_before_the_lost_answer_does_not_hold_the_tab_back() {
-    let cb = Cowbell::new();
-    let (bad, bad_pane) = cb.tab(Some("bad"));
-    let (api, api_pane) = cb.tab(Some("api"));
-    cb.herdr.set_status(&api_pane, "blocked");
-    cb.startup();
-    cb.wait_for_daemon(2 * SECOND);
-    cb.expect_label(&api, "🔴 api", 2 * SECOND);
-    refuse_renames_of(&cb, &bad, 1_000_000);
-    cb.herdr.set_status(&bad_pane, "blocked");
-    let deadline = Instant::now() + 20 * SECOND;
-    while renames_tried(&cb, &bad) < 7 {
-        assert!(Instant::now() < deadline, "{}", cb.log());
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let (cb, api, api_pane) = api_beside_a_tab_refused_seven_times();
     // The seventh refusal set a retry 8 s out. herdr stalls on api's
     // rename to done: it applies it (the echo comes) but never answers.
     std::thread::sleep(Duration::from_millis(100));
     cb.herdr.set_silent_method(Some("tab.rename"));
     let sent = renames_tried(&cb, &api);
     cb.herdr.set_status(&api_pane, "idle");
-    let deadline = Instant::now() + 3 * SECOND;
-    while renames_tried(&cb, &api) == sent {
-        assert!(Instant::now() < deadline, "{}", cb.log());
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_for_tries(&cb, &api, sent + 1, 3 * SECOND);
     cb.herdr.set_silent_method(None);
     std::thread::sleep(Duration::from_millis(50));
     cb.herdr.rename_tab(&api, "🔵 api");
@@ -1767,12 +1758,7 @@ fn a_new_tab_seen_while_another_waits_is_saved_before_its_icon() {
     cb.startup();
     let pid = cb.wait_for_daemon(2 * SECOND);
     // After the seventh refusal the next retry is 8 s away.
-    let tries = || renames_tried(&cb, &bad);
-    let deadline = Instant::now() + 20 * SECOND;
-    while tries() < 7 {
-        assert!(Instant::now() < deadline, "{}", cb.log());
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_for_tries(&cb, &bad, 7, 20 * SECOND);
     std::thread::sleep(Duration::from_millis(100));
     let (fresh, fresh_pane) = cb.tab(Some("fresh"));
     std::thread::sleep(Duration::from_millis(600));
