@@ -297,8 +297,9 @@ pub struct EventLoop {
 
     /// A resync runs from its `tab.list` until its last rename is answered.
     resync_running: bool,
-    /// The resync under way only moves the spinner on (`Plan::only_frames`):
-    /// it is not logged.
+    /// The resync under way only moves the spinner on, or only finds tabs
+    /// waiting for a retry (`Plan::is_quiet`): it is neither logged nor
+    /// saved.
     resync_quiet: bool,
     resync_wanted: bool,
     panes_wanted: bool,
@@ -1208,7 +1209,7 @@ impl EventLoop {
         }
         // With the spinner on, a line per frame would rotate every
         // other line out of the log within minutes.
-        self.resync_quiet = plan.only_frames();
+        self.resync_quiet = plan.is_quiet();
         // A tab still waiting for its retry: this resync did not make
         // everything right, and must not start the backoff over.
         self.resync_failed |= plan.waiting > 0;

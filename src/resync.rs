@@ -224,7 +224,7 @@ pub struct Plan {
 impl Plan {
     /// Only the spinner moved on, or tabs wait for a retry: nothing a
     /// person would look for in the log (a resync per frame would fill it).
-    pub fn only_frames(&self) -> bool {
+    pub fn is_quiet(&self) -> bool {
         (self.frames > 0 || self.waiting > 0)
             && self.frames == self.renames.len()
             && self.notes.is_empty()
@@ -1102,8 +1102,8 @@ mod tests {
             waiting: 1,
             ..Plan::default()
         };
-        assert!(quiet.only_frames());
-        assert!(!Plan::default().only_frames());
+        assert!(quiet.is_quiet());
+        assert!(!Plan::default().is_quiet());
     }
 
     #[test]
@@ -1285,14 +1285,14 @@ mod tests {
         ];
         let mut tracker = Tracker::default();
         let plan = tracker.resync(&tabs, &s, now);
-        assert!(!plan.only_frames(), "the first frame replaces a name");
+        assert!(!plan.is_quiet(), "the first frame replaces a name");
         apply(&mut tracker, &mut tabs, &plan.renames);
         assert_eq!(tabs[0].label, s.labeler.spinner_label(0, "a"));
         assert!(tracker.spinning(&s, now));
         let later = now + Duration::from_secs(1);
         tracker.advance_spinner();
         let plan = tracker.resync(&tabs, &s, later);
-        assert!(plan.only_frames());
+        assert!(plan.is_quiet());
         // Every working tab moves to the same next frame, in one resync.
         assert_eq!(
             renames(&plan),
@@ -1313,7 +1313,7 @@ mod tests {
             renames(&plan),
             [("w1:t1", s.labeler.spinner_label(1, "renamed").as_str())]
         );
-        assert!(!plan.only_frames(), "a new name is news");
+        assert!(!plan.is_quiet(), "a new name is news");
         apply(&mut tracker, &mut tabs, &plan.renames);
         tabs[0].status = Status::Idle;
         tabs[2].status = Status::Idle;
