@@ -181,6 +181,9 @@ build_musl() {
 # so that a failure of cowbell's own build is never taken for this one.
 static_glibc_links() {
     probe=$target_root/glibc-static-probe.$$
+    # An interrupted build must not leave the probe in the target dir.
+    trap 'rm -rf "$probe"' EXIT
+    trap 'rm -rf "$probe"; exit 1' HUP INT TERM
     mkdir -p "$probe/src" &&
         printf '[package]\nname = "probe"\nversion = "0.0.0"\nedition = "2021"\n[workspace]\n' \
             > "$probe/Cargo.toml" &&
@@ -192,6 +195,7 @@ static_glibc_links() {
             --manifest-path "$probe/Cargo.toml" --target-dir "$probe/target" \
         >/dev/null 2>&1 || rc=1
     rm -rf "$probe"
+    trap - EXIT HUP INT TERM
     return $rc
 }
 
