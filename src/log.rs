@@ -267,4 +267,23 @@ mod tests {
         assert_eq!(kept.len(), 4096);
         assert!(more.ends_with(" bytes more)\n"), "{more}");
     }
+
+    /// logrotate's `create`: the log is moved away and a new empty file put
+    /// in its place. The heartbeat must write into the new one, not on
+    /// into the moved file.
+    #[test]
+    fn a_log_replaced_by_a_new_file_is_opened_again() {
+        let temp = TempDir::new("log-replaced");
+        let path = temp.0.join("cowbell.log");
+        let mut log = Log::open(path.clone());
+        log.line("before");
+        std::fs::rename(&path, temp.0.join("cowbell.log.1")).unwrap();
+        std::fs::write(&path, b"").unwrap();
+        log.reopen_if_moved();
+        log.line("after the rotation");
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains("after the rotation"), "{text:?}");
+        let old = std::fs::read_to_string(temp.0.join("cowbell.log.1")).unwrap();
+        assert!(!old.contains("after the rotation"), "{old}");
+    }
 }

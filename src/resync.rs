@@ -1596,4 +1596,191 @@ mod tests {
         );
         assert_eq!(plan.waiting, 1);
     }
+
+    /// The renamer fights `tabs[0]` until a cool-down starts: the seconds of
+    /// every cool-down that starts meanwhile, and the time after.
+    fn fight_until_cooldown(
+        tracker: &mut Tracker,
+        tabs: &mut [Tab],
+        s: &Settings,
+        mut now: Instant,
+        theirs: &str,
+    ) -> (Option<u64>, Instant) {
+        let mut seconds = None;
+        for _ in 0..5 {
+            let plan = tracker.resync(tabs, s, now);
+            apply(tracker, tabs, &plan.renames);
+            for note in &plan.notes {
+                if let Note::Cooldown { seconds: s, .. } = note {
+                    seconds = Some(*s);
+                }
+            }
+            now += Duration::from_millis(50);
+            tabs[0].label = theirs.into();
+            now += Duration::from_millis(100);
+        }
+        (seconds, now)
+    }
+
+    /// README: a tab renamed when the daemon first looks "starts afresh"
+    /// unless cowbell renamed it in the 30 s before, also when the old
+    /// tab's cool-down has ended but its doubling would still apply: a new
+    /// tab on a reused id gets 60 s first, not the old tab's 120 s.
+    #[test]
+    fn a_new_tab_on_a_reused_id_after_the_old_cooldown_ended_gets_sixty_seconds() {
+        let s = settings();
+        let mut tracker = Tracker::default();
+        let mut tabs = vec![tab("w1:t1", 1, "api", Status::Blocked)];
+        let (_, now) = hostile(&mut tracker, &mut tabs, &s, "api", 10);
+        assert_eq!(tracker.tabs["w1:t1"].fight.level, 1);
+        // The 60 s cool-down has run out (no resync since), and a fresh
+        // herdr session gave a new tab "build" the id.
+        let now = now + Duration::from_secs(61);
+        assert!(!tracker.tabs["w1:t1"].fight.cooling_down(now));
+        tracker.looked_away = true;
+        let mut tabs = vec![tab("w1:t1", 1, "build", Status::Blocked)];
+        let (seconds, _) = fight_until_cooldown(&mut tracker, &mut tabs, &s, now, "build");
+        assert_eq!(seconds, Some(60), "the new tab's first cool-down");
+    }
+
+    /// A name given while a cool-down runs (no reconnect) is the new base,
+    /// but the cool-down runs on: cowbell leaves the tab alone for its 60 s
+    /// and keeps the doubling and the count.
+    #[test]
+    fn a_rename_during_a_cooldown_leaves_the_cooldown_running() {
+        let s = settings();
+        let mut tracker = Tracker::default();
+        let mut tabs = vec![tab("w1:t1", 1, "api", Status::Blocked)];
+        let (_, now) = hostile(&mut tracker, &mut tabs, &s, "api", 10);
+        let before = tracker.tabs["w1:t1"].fight.clone();
+        assert!(before.cooling_down(now));
+        tabs[0].label = "web".into();
+        let plan = tracker.resync(&tabs, &s, now + Duration::from_secs(1));
+        assert_eq!(
+            renames(&plan),
+            Vec::<(&str, &str)>::new(),
+            "icon back in a cool-down"
+        );
+        let record = &tracker.tabs["w1:t1"];
+        assert_eq!(record.base, "web");
+        assert_eq!(
+            (
+                record.fight.cooldown_until,
+                record.fight.level,
+                record.fight.total
+            ),
+            (before.cooldown_until, before.level, before.total)
+        );
+    }
+
+    /// A daemon killed after a rename it never saved: its successor's
+    /// first look finds cowbell's own label, more than 30 s after the last
+    /// rename it knows of. That is no rename by anyone else: the tab keeps
+    /// its fight history (README: "Fight history survives a daemon
+    /// restart").
+    #[test]
+    fn cowbells_own_label_at_the_first_look_keeps_the_fight_history() {
+        let s = settings();
+        let mut tracker = Tracker::default();
+        let mut tabs = vec![tab("w1:t1", 1, "api", Status::Blocked)];
+        let (_, now) = hostile(&mut tracker, &mut tabs, &s, "api", 10);
+        // The cool-down ends and the icon comes back.
+        let now = now + Duration::from_secs(61);
+        let plan = tracker.resync(&tabs, &s, now);
+        assert_eq!(renames(&plan), [("w1:t1", "🔴 api")]);
+        apply(&mut tracker, &mut tabs, &plan.renames);
+        let before = tracker.tabs["w1:t1"].fight.clone();
+        assert_eq!((before.level, before.total), (1, 3));
+        // 40 s on, the tab is done; the daemon renames it and is killed
+        // before it saves. The next one reads the state back.
+        tracker.mark_left_by_killed_daemon();
+        tracker.looked_away = true;
+        tabs[0].status = Status::Done;
+        tabs[0].label = "🔵 api".into();
+        let plan = tracker.resync(&tabs, &s, now + Duration::from_secs(40));
+        assert_eq!(plan.notes, Vec::new());
+        let fight = &tracker.tabs["w1:t1"].fight;
+        assert_eq!(
+            (fight.level, fight.total, fight.last_cooldown),
+            (before.level, before.total, before.last_cooldown)
+        );
+    }
+
+    /// A rename whose answer never came and whose echo has not come either
+    /// may not have landed: it waits for its retry like a refused one
+    /// (spinner frames and other tabs' events must not resend it).
+    #[test]
+    fn a_rename_whose_answer_was_lost_without_its_echo_waits_for_its_retry() {
+        let s = settings();
+        let now = Instant::now();
+        let tabs = vec![tab("w1:t1", 1, "api", Status::Blocked)];
+        let mut tracker = Tracker::default();
+        let plan = tracker.resync(&tabs, &s, now);
+        assert_eq!(renames(&plan), [("w1:t1", "🔴 api")]);
+        // It timed out: the loop calls answer_lost, then rename_failed.
+        tracker.answer_lost("w1:t1", "🔴 api");
+        let retry = now + Duration::from_secs(1);
+        tracker.rename_failed("w1:t1", "🔴 api", Some(retry));
+        let plan = tracker.resync(&tabs, &s, now + Duration::from_millis(500));
+        assert_eq!(renames(&plan), Vec::<(&str, &str)>::new());
+        assert_eq!(plan.waiting, 1);
+    }
+
+    /// Only the newest rename's echo says it landed: an older rename of the
+    /// same label that landed after its answer was lost must not free a
+    /// refused one.
+    #[test]
+    fn an_older_landed_rename_of_the_same_label_does_not_free_a_refused_one() {
+        let s = settings();
+        let mut now = Instant::now();
+        let mut tabs = vec![tab("w1:t1", 1, "api", Status::Blocked)];
+        let mut tracker = Tracker::default();
+        // "🔴 api": echo first, then its answer lost; it landed.
+        let plan = tracker.resync(&tabs, &s, now);
+        assert_eq!(renames(&plan), [("w1:t1", "🔴 api")]);
+        assert!(tracker.take_echo("w1:t1", "🔴 api", now, &s));
+        tracker.answer_lost("w1:t1", "🔴 api");
+        tabs[0].label = "🔴 api".into();
+        now += Duration::from_secs(2);
+        // "api" (idle), applied.
+        tabs[0].status = Status::Idle;
+        let plan = tracker.resync(&tabs, &s, now);
+        assert_eq!(renames(&plan), [("w1:t1", "api")]);
+        apply(&mut tracker, &mut tabs, &plan.renames);
+        now += Duration::from_secs(2);
+        // Blocked again: herdr refuses the new "🔴 api".
+        tabs[0].status = Status::Blocked;
+        let plan = tracker.resync(&tabs, &s, now);
+        assert_eq!(renames(&plan), [("w1:t1", "🔴 api")]);
+        let retry = now + Duration::from_secs(1);
+        tracker.rename_failed("w1:t1", "🔴 api", Some(retry));
+        let plan = tracker.resync(&tabs, &s, now + Duration::from_millis(250));
+        assert_eq!(
+            renames(&plan),
+            Vec::<(&str, &str)>::new(),
+            "refused rename resent before its retry"
+        );
+    }
+
+    /// A spinner frame beside someone's new name for another tab is news:
+    /// the resync is logged and saved (a quiet one is neither), or the new
+    /// base is lost to a daemon killed before the next save.
+    #[test]
+    fn a_frame_beside_a_new_name_is_no_quiet_resync() {
+        let mut s = settings();
+        s.spinner = true;
+        let now = Instant::now();
+        let mut tabs = vec![
+            tab("w1:t1", 1, "a", Status::Working),
+            tab("w1:t2", 2, "b", Status::Idle),
+        ];
+        let mut tracker = tracking(&mut tabs, &s, now);
+        tracker.advance_spinner();
+        tabs[1].label = "docs".into();
+        let plan = tracker.resync(&tabs, &s, now + Duration::from_secs(1));
+        assert_eq!(plan.frames, 1);
+        assert_eq!(renames(&plan).len(), 1);
+        assert!(!plan.notes.is_empty());
+        assert!(!plan.is_quiet(), "{plan:?}");
+    }
 }

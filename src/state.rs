@@ -895,4 +895,63 @@ mod tests {
         assert!(fight.cooling_down(later.mono), "{fight:?}");
         assert_eq!(fight.level, 1);
     }
+
+    /// README: "A cool-down read back after the wall clock went back past
+    /// its start is dropped", also for a step back of minutes rather than
+    /// hours: a 60 s cool-down saved just before the wall clock went back
+    /// 10 minutes ends 11 minutes away, which no 60 s cool-down can.
+    #[test]
+    fn a_cooldown_read_back_after_a_ten_minute_step_back_is_dropped() {
+        let before = Clock::now();
+        let mut tracker = Tracker::default();
+        let mut record = TabRecord {
+            base: "api".into(),
+            seen: "api".into(),
+            ..TabRecord::default()
+        };
+        let until = before.mono + Duration::from_secs(60);
+        record.fight.cooldown_until = Some(until);
+        record.fight.last_cooldown = Some((until, Duration::from_secs(60)));
+        record.fight.level = 1;
+        tracker.tabs.insert("w1:t1".into(), record);
+        let state = from_tracker(&tracker, false, before);
+        let jumped = Clock {
+            mono: before.mono + Duration::from_secs(1),
+            wall_ms: before.wall_ms + 1000 - 600_000,
+        };
+        let fight = &to_tracker(&state, jumped, &Timing::REAL).tabs["w1:t1"].fight;
+        assert_eq!(fight.cooldown_until, None, "{fight:?}");
+        assert_eq!((fight.last_cooldown, fight.level), (None, 0));
+    }
+
+    /// `Clock::past`'s slack is 1 s (two readings that agree), no more: a
+    /// step back of 10 minutes must not make fights of 5 minutes ago
+    /// recent, or one rename by hand starts a cool-down.
+    #[test]
+    fn fights_read_after_a_ten_minute_step_back_are_not_recent() {
+        let timing = Timing::REAL;
+        let saved = Clock::now();
+        let mut state = State::default();
+        state.tabs.insert(
+            "w1:t1".into(),
+            TabEntry {
+                base: "api".into(),
+                written: Some("🔴 api".into()),
+                fights_ms: vec![saved.wall_ms - 300_000, saved.wall_ms - 295_000],
+                last_own_rename_ms: Some(saved.wall_ms - 295_000),
+                fights_total: 2,
+                ..<TabEntry as Default>::default()
+            },
+        );
+        let later = Clock {
+            mono: saved.mono + Duration::from_secs(60),
+            wall_ms: saved.wall_ms + 60_000 - 600_000,
+        };
+        let mut fight = to_tracker(&state, later, &timing).tabs["w1:t1"]
+            .fight
+            .clone();
+        let verdict = fight.foreign_rename(later.mono + Duration::from_secs(1), &timing);
+        assert_eq!(verdict, crate::fights::Verdict::NotAFight, "{fight:?}");
+        assert_eq!(later.past(later.wall_ms + 1500), None);
+    }
 }
