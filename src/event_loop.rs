@@ -736,7 +736,10 @@ impl EventLoop {
         if !self.connected || self.stop.is_some() {
             return;
         }
-        if self.panes_wanted && !self.queue.contains(&Purpose::ListPanes) {
+        // One pane list at a time: against a slow herdr, every pane event
+        // would send another, each holding a request slot the renames need.
+        // A change while one is out is listed after its answer.
+        if self.panes_wanted && !self.listing_panes() {
             self.panes_wanted = false;
             self.queue.push_back(Purpose::ListPanes);
         }
@@ -1271,6 +1274,11 @@ impl EventLoop {
 
     /// The pane list: subscribe to the status of exactly these panes.
     fn on_panes_listed(&mut self, panes: Vec<PaneInfo>, now: Instant) {
+        // The pane set changed while this list was out, so it may be
+        // missing from it: list again (see `begin_resync`).
+        if self.panes_wanted {
+            self.open_debounce(now);
+        }
         // Sorted as &str, which the resync's present tabs also sort:
         // one sort in the binary rather than two.
         let mut ids: Vec<&str> = panes.iter().map(|p| p.pane_id.as_str()).collect();
