@@ -2730,12 +2730,32 @@ fn off_after_a_daemon_killed_before_its_first_save_takes_the_icons_off() {
     cb.herdr.set_response_delay(Duration::from_millis(700));
     cb.startup();
     let pid = cb.wait_for_daemon(2 * SECOND);
-    // 16 renames land together; the 17th is 700 ms behind them.
+    // Most renames land together; the pane.list out beside them holds one
+    // of the 16 request slots, and the last go out only once the first
+    // are answered, 700 ms behind them.
     cb.expect_label(&tabs[0], "🔴 tab0", 5 * SECOND);
     std::thread::sleep(Duration::from_millis(100));
     cowbell::signal(pid, libc::SIGKILL);
     assert!(cowbell::wait_dead(pid, 2 * SECOND));
+    // The kill came before the save that follows the last answer.
+    let saved = cb.state_json();
+    assert!(
+        !saved.contains("\"written\":\"🔴 tab16\""),
+        "killed after the daemon's save: nothing tested\n{saved}"
+    );
     cb.herdr.set_response_delay(Duration::ZERO);
+    // The fake still applies the renames the dead daemon left with it, each
+    // 700 ms after it came (herdr would apply them at once). `off` must
+    // come after them: one landing after its tab.list would leave an icon
+    // no command can know of, whether or not this test looked in time.
+    let sent = cb.herdr.requests_of("tab.rename").len();
+    let landed = cb.herdr.wait_until(5 * SECOND, |snap| {
+        tabs.iter()
+            .filter(|tab| snap.label(tab).starts_with('🔴'))
+            .count()
+            == sent
+    });
+    assert!(landed, "the dead daemon's {sent} renames never all landed");
     let off = cb.action("off");
     assert!(off.status.success(), "{}", off.stderr);
     let left: Vec<String> = tabs
@@ -2744,6 +2764,47 @@ fn off_after_a_daemon_killed_before_its_first_save_takes_the_icons_off() {
         .filter(|label| label.starts_with('🔴'))
         .collect();
     assert!(left.is_empty(), "off left {left:?}; it said {}", off.stdout);
+    // And no rename was still on its way to put one back (each would have
+    // landed within 700 ms).
+    std::thread::sleep(Duration::from_millis(800));
+    let names: Vec<String> = tabs.iter().map(|tab| cb.herdr.label(tab)).collect();
+    let want: Vec<String> = (0..17).map(|i| format!("tab{i}")).collect();
+    assert_eq!(names, want, "an icon came back after off");
+}
+
+/// Against a slow herdr, the replayed pane events of a new subscription
+/// must not send a pane.list each: every list out holds one of the 16
+/// request slots, and the renames of the first resync wait behind them.
+#[test]
+fn a_slow_herdr_gets_one_pane_list_at_a_time() {
+    let cb = Cowbell::new();
+    let mut tabs = Vec::new();
+    for i in 0..17 {
+        let (tab, pane) = cb.tab(Some(&format!("tab{i}")));
+        cb.herdr.set_status(&pane, "blocked");
+        tabs.push(tab);
+    }
+    let delay = Duration::from_millis(700);
+    cb.herdr.set_response_delay(delay);
+    cb.startup();
+    for (i, tab) in tabs.iter().enumerate() {
+        cb.expect_label(tab, &format!("🔴 tab{i}"), 10 * SECOND);
+    }
+    let lists: Vec<Instant> = cb
+        .herdr
+        .requests_of("pane.list")
+        .iter()
+        .map(|r| r.at)
+        .collect();
+    assert!(!lists.is_empty());
+    for pair in lists.windows(2) {
+        // A little slack for the answer's own delivery.
+        assert!(
+            pair[1] - pair[0] >= delay - Duration::from_millis(50),
+            "a pane.list {:?} after the one before, which takes {delay:?} to answer",
+            pair[1] - pair[0]
+        );
+    }
 }
 /// A `sync` killed after its early save and after its rename
 /// landed. The next `sync` must not take cowbell's own icon for someone
