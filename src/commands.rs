@@ -465,7 +465,7 @@ pub fn status(paths: &Paths, as_json: bool) -> Result<u8, Error> {
                 // unknown, and nothing raw reaches the terminal.
                 status: tab.status().name().to_string(),
                 tracked: entry.is_some(),
-                fights: entry.map_or(0, |e| e.fights_total),
+                fights: entry.and_then(|e| e.fights_total).unwrap_or(0),
                 cooldown_until: entry
                     .and_then(|e| e.cooldown_until_ms)
                     .filter(|until| *until > now_ms)

@@ -44,7 +44,10 @@ pub struct TabEntry {
     pub last_cooldown_end_ms: Option<u64>,
     pub last_cooldown_ms: Option<u64>,
     pub cooldown_level: u32,
-    pub fights_total: u32,
+    /// Missing in files from before it: a file of cowbell's first builds
+    /// must still read (with its `off` flag and cool-downs), not be moved
+    /// aside as corrupt.
+    pub fights_total: Option<u32>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -361,7 +364,7 @@ pub fn to_tracker(state: &State, clock: Clock, timing: &Timing) -> Tracker {
             } else {
                 entry.cooldown_level.min(16)
             },
-            total: entry.fights_total,
+            total: entry.fights_total.unwrap_or(0),
         };
         let mut record = TabRecord {
             base: entry.base.clone(),
@@ -401,7 +404,7 @@ fn entry_of(record: &TabRecord, clock: Clock) -> TabEntry {
             .last_cooldown
             .map(|(_, length)| length.as_millis() as u64),
         cooldown_level: fight.level,
-        fights_total: fight.total,
+        fights_total: Some(fight.total),
     }
 }
 
@@ -736,6 +739,27 @@ mod tests {
         assert_eq!(tracker.tabs["w1:t1"].seen, "🔴 api");
     }
 
+    /// A file as cowbell's first builds wrote it (no `fights_total`,
+    /// `pending` or `daemon_running`): an upgrade reads it, with the `off`
+    /// flag and the cool-down, instead of moving it aside as corrupt and
+    /// turning cowbell back on.
+    #[test]
+    fn a_state_file_of_the_first_builds_still_reads() {
+        let until = Clock::now().wall_ms + 50_000;
+        let text = format!(
+            r#"{{"version":1,"off":true,"tabs":{{"w1:t1":{{"base":"api","written":"🔴 api","seen":"🔴 api","auto_named":false,"fights_ms":[],"last_own_rename_ms":null,"cooldown_until_ms":{until},"last_cooldown_end_ms":{until},"last_cooldown_ms":60000,"cooldown_level":1}}}}}}"#
+        );
+        let state = decode(&text).unwrap();
+        assert!(state.off);
+        assert!(!state.daemon_running);
+        let entry = &state.tabs["w1:t1"];
+        assert_eq!((entry.fights_total, entry.pending.as_deref()), (None, None));
+        let tracker = to_tracker(&state, Clock::now(), &Timing::REAL);
+        let fight = &tracker.tabs["w1:t1"].fight;
+        assert!(fight.cooling_down(Instant::now()), "{fight:?}");
+        assert_eq!((fight.level, fight.total), (1, 0));
+    }
+
     #[test]
     fn a_cooldown_read_back_lasts_no_longer_than_it_did() {
         let before = Clock::now();
@@ -787,7 +811,7 @@ mod tests {
                 written: Some("🔴 api".into()),
                 fights_ms: vec![saved.wall_ms - day_ms, saved.wall_ms - day_ms + 5000],
                 last_own_rename_ms: Some(saved.wall_ms - day_ms + 5000),
-                fights_total: 2,
+                fights_total: Some(2),
                 ..<TabEntry as Default>::default()
             },
         );
@@ -830,7 +854,7 @@ mod tests {
                     last_cooldown_end_ms: Some(saved.wall_ms - day_ms),
                     last_cooldown_ms: Some(900_000),
                     cooldown_level: 5,
-                    fights_total: 15,
+                    fights_total: Some(15),
                     ..<TabEntry as Default>::default()
                 },
             );
@@ -939,7 +963,7 @@ mod tests {
                 written: Some("🔴 api".into()),
                 fights_ms: vec![saved.wall_ms - 300_000, saved.wall_ms - 295_000],
                 last_own_rename_ms: Some(saved.wall_ms - 295_000),
-                fights_total: 2,
+                fights_total: Some(2),
                 ..<TabEntry as Default>::default()
             },
         );
