@@ -2806,6 +2806,36 @@ fn a_slow_herdr_gets_one_pane_list_at_a_time() {
         );
     }
 }
+
+/// A pane made while a pane.list is out may be missing from its answer, and
+/// the daemon sends no second list while one is out: it lists again after
+/// the answer, or the new pane never gets its status subscription.
+#[test]
+fn a_pane_made_while_a_pane_list_is_out_is_listed_again() {
+    let cb = Cowbell::new();
+    let (tab, pane) = cb.tab(Some("api"));
+    cb.herdr.set_status(&pane, "idle");
+    cb.startup();
+    cb.wait_for_daemon(2 * SECOND);
+    assert!(cb.herdr.wait_for_subscribers(2, 3 * SECOND));
+    std::thread::sleep(Duration::from_millis(1500));
+    // Answered at once, read a second later.
+    cb.herdr
+        .set_late_answer(Some("pane.list"), Duration::from_secs(1));
+    let before = requests(&cb, "pane.list");
+    // A pane that comes and goes: the list it brings answers with the
+    // panes already subscribed.
+    let gone = cb.herdr.add_pane(&tab);
+    cb.herdr.close_pane(&gone);
+    wait_request(&cb, "pane.list", before, 2 * SECOND);
+    std::thread::sleep(Duration::from_millis(100));
+    cb.herdr.set_late_answer(None, Duration::ZERO);
+    let fresh = cb.herdr.add_pane(&tab);
+    cb.herdr.set_status(&fresh, "idle");
+    std::thread::sleep(Duration::from_millis(2500));
+    cb.herdr.set_status(&fresh, "blocked");
+    cb.expect_label(&tab, "🔴 api", CLEAR);
+}
 /// A `sync` killed after its early save and after its rename
 /// landed. The next `sync` must not take cowbell's own icon for someone
 /// else's rename (a fight, a "new base").

@@ -502,6 +502,9 @@ struct State {
     silent: bool,
     /// Requests of this method are read and never answered.
     silent_method: Option<String>,
+    /// Requests of this method are answered at once, and the answer is
+    /// written this much later: what the client reads is out of date.
+    late_method: Option<(String, Duration)>,
     fail_renames: usize,
     /// Set while `tracked` runs, so nested calls don't emit twice.
     tracking: bool,
@@ -1418,7 +1421,7 @@ fn serve(shared: &Shared, stop: &AtomicBool, conn: u64, stream: &mut UnixStream)
         return;
     };
     let parsed = parse_envelope(&line);
-    let (delay, silent) = {
+    let (delay, silent, late) = {
         let mut st = shared.lock();
         let (id, method, params) = match &parsed {
             Ok((id, m, _)) => (
@@ -1437,7 +1440,11 @@ fn serve(shared: &Shared, stop: &AtomicBool, conn: u64, stream: &mut UnixStream)
         });
         let silent = st.silent
             || matches!((&st.silent_method, &parsed), (Some(m), Ok((_, method, _))) if m == method);
-        (st.response_delay, silent)
+        let late = match (&st.late_method, &parsed) {
+            (Some((m, late)), Ok((_, method, _))) if m == method => *late,
+            _ => Duration::ZERO,
+        };
+        (st.response_delay, silent, late)
     };
     // Fault hook: a canned raw answer replaces the real one (see the end).
     if let Some(bytes) = take_canned(shared, &line) {
@@ -1466,6 +1473,7 @@ fn serve(shared: &Shared, stop: &AtomicBool, conn: u64, stream: &mut UnixStream)
     match handle(&mut st, &id, &method, &params) {
         Reply::Line(l) => {
             drop(st);
+            sleep_unless_stopped(late, stop);
             let _ = writeln!(stream, "{l}");
         }
         Reply::Subscribe { id, entries } => {
@@ -1582,6 +1590,7 @@ impl FakeHerdr {
             response_delay: Duration::ZERO,
             silent: false,
             silent_method: None,
+            late_method: None,
             fail_renames: 0,
             tracking: false,
             canned: Vec::new(),
@@ -1953,6 +1962,13 @@ impl FakeHerdr {
     /// that lists tabs and then stalls on renames); `None` ends it.
     pub fn set_silent_method(&self, method: Option<&str>) {
         self.with(|s| s.silent_method = method.map(str::to_string))
+    }
+
+    /// Answer requests of `method` at once but write the answer `late`
+    /// later (a herdr whose answer is out of date when it is read); `None`
+    /// ends it.
+    pub fn set_late_answer(&self, method: Option<&str>, late: Duration) {
+        self.with(|s| s.late_method = method.map(|m| (m.to_string(), late)))
     }
 
     /// Writes raw bytes to every open subscription connection.
