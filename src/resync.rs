@@ -995,17 +995,36 @@ mod tests {
         theirs: &str,
         rounds: usize,
     ) -> (usize, Instant) {
+        let (own_renames, _, now) = hostile_from(tracker, tabs, s, theirs, rounds, Instant::now());
+        (own_renames, now)
+    }
+
+    /// `hostile` from `now`, also giving the length in seconds of the last
+    /// cool-down that started.
+    fn hostile_from(
+        tracker: &mut Tracker,
+        tabs: &mut [Tab],
+        s: &Settings,
+        theirs: &str,
+        rounds: usize,
+        mut now: Instant,
+    ) -> (usize, Option<u64>, Instant) {
         let mut own_renames = 0;
-        let mut now = Instant::now();
+        let mut cooldown = None;
         for _ in 0..rounds {
             let plan = tracker.resync(tabs, s, now);
             own_renames += plan.renames.len();
             apply(tracker, tabs, &plan.renames);
+            for note in &plan.notes {
+                if let Note::Cooldown { seconds, .. } = note {
+                    cooldown = Some(*seconds);
+                }
+            }
             now += Duration::from_millis(50);
             tabs[0].label = theirs.into();
             now += Duration::from_millis(100);
         }
-        (own_renames, now)
+        (own_renames, cooldown, now)
     }
 
     #[test]
@@ -1597,31 +1616,6 @@ mod tests {
         assert_eq!(plan.waiting, 1);
     }
 
-    /// The renamer fights `tabs[0]` until a cool-down starts: the seconds of
-    /// every cool-down that starts meanwhile, and the time after.
-    fn fight_until_cooldown(
-        tracker: &mut Tracker,
-        tabs: &mut [Tab],
-        s: &Settings,
-        mut now: Instant,
-        theirs: &str,
-    ) -> (Option<u64>, Instant) {
-        let mut seconds = None;
-        for _ in 0..5 {
-            let plan = tracker.resync(tabs, s, now);
-            apply(tracker, tabs, &plan.renames);
-            for note in &plan.notes {
-                if let Note::Cooldown { seconds: s, .. } = note {
-                    seconds = Some(*s);
-                }
-            }
-            now += Duration::from_millis(50);
-            tabs[0].label = theirs.into();
-            now += Duration::from_millis(100);
-        }
-        (seconds, now)
-    }
-
     /// README: a tab renamed when the daemon first looks "starts afresh"
     /// unless cowbell renamed it in the 30 s before, also when the old
     /// tab's cool-down has ended but its doubling would still apply: a new
@@ -1639,7 +1633,7 @@ mod tests {
         assert!(!tracker.tabs["w1:t1"].fight.cooling_down(now));
         tracker.looked_away = true;
         let mut tabs = vec![tab("w1:t1", 1, "build", Status::Blocked)];
-        let (seconds, _) = fight_until_cooldown(&mut tracker, &mut tabs, &s, now, "build");
+        let (_, seconds, _) = hostile_from(&mut tracker, &mut tabs, &s, "build", 5, now);
         assert_eq!(seconds, Some(60), "the new tab's first cool-down");
     }
 

@@ -899,18 +899,7 @@ mod tests {
             wall_ms: now.wall_ms + 900,
         };
         assert!(stale.agrees_with(now));
-        let mut tracker = Tracker::default();
-        let mut record = TabRecord {
-            base: "api".into(),
-            seen: "api".into(),
-            ..TabRecord::default()
-        };
-        let until = now.mono + Duration::from_secs(60);
-        record.fight.cooldown_until = Some(until);
-        record.fight.last_cooldown = Some((until, Duration::from_secs(60)));
-        record.fight.level = 1;
-        tracker.tabs.insert("w1:t1".into(), record);
-        let state = from_tracker(&tracker, false, stale);
+        let state = from_tracker(&in_a_cooldown(now.mono), false, stale);
         let later = Clock {
             mono: now.mono + Duration::from_millis(100),
             wall_ms: now.wall_ms + 100,
@@ -920,6 +909,22 @@ mod tests {
         assert_eq!(fight.level, 1);
     }
 
+    /// One tab "w1:t1" in its first cool-down, 60 s from `from`.
+    fn in_a_cooldown(from: Instant) -> Tracker {
+        let mut tracker = Tracker::default();
+        let mut record = TabRecord {
+            base: "api".into(),
+            seen: "api".into(),
+            ..TabRecord::default()
+        };
+        let until = from + Duration::from_secs(60);
+        record.fight.cooldown_until = Some(until);
+        record.fight.last_cooldown = Some((until, Duration::from_secs(60)));
+        record.fight.level = 1;
+        tracker.tabs.insert("w1:t1".into(), record);
+        tracker
+    }
+
     /// README: "A cool-down read back after the wall clock went back past
     /// its start is dropped", also for a step back of minutes rather than
     /// hours: a 60 s cool-down saved just before the wall clock went back
@@ -927,18 +932,7 @@ mod tests {
     #[test]
     fn a_cooldown_read_back_after_a_ten_minute_step_back_is_dropped() {
         let before = Clock::now();
-        let mut tracker = Tracker::default();
-        let mut record = TabRecord {
-            base: "api".into(),
-            seen: "api".into(),
-            ..TabRecord::default()
-        };
-        let until = before.mono + Duration::from_secs(60);
-        record.fight.cooldown_until = Some(until);
-        record.fight.last_cooldown = Some((until, Duration::from_secs(60)));
-        record.fight.level = 1;
-        tracker.tabs.insert("w1:t1".into(), record);
-        let state = from_tracker(&tracker, false, before);
+        let state = from_tracker(&in_a_cooldown(before.mono), false, before);
         let jumped = Clock {
             mono: before.mono + Duration::from_secs(1),
             wall_ms: before.wall_ms + 1000 - 600_000,
