@@ -795,42 +795,45 @@ mod tests {
         assert_eq!(fight.last_cooldown.unwrap().1, Duration::from_secs(60));
     }
 
-    /// Fights and cowbell's last rename of days ago, read back after the
-    /// wall clock stepped back past them, are not recent: one rename by
-    /// hand must not start a cool-down.
-    #[test]
-    fn old_fights_read_after_a_clock_step_back_are_not_recent() {
+    /// Two fights, `ago_ms` before a save, and cowbell's rename after them,
+    /// read back by a daemon a minute later with the wall clock stepped
+    /// back `back_ms`: what one rename by hand is then.
+    fn rename_after_a_step_back(ago_ms: u64, back_ms: u64) -> crate::fights::Verdict {
         let timing = Timing::REAL;
         let saved = Clock::now();
-        let day_ms = 86_400_000;
         let mut state = State::default();
         state.tabs.insert(
             "w1:t1".into(),
             TabEntry {
                 base: "api".into(),
                 written: Some("🔴 api".into()),
-                fights_ms: vec![saved.wall_ms - day_ms, saved.wall_ms - day_ms + 5000],
-                last_own_rename_ms: Some(saved.wall_ms - day_ms + 5000),
+                fights_ms: vec![saved.wall_ms - ago_ms, saved.wall_ms - ago_ms + 5000],
+                last_own_rename_ms: Some(saved.wall_ms - ago_ms + 5000),
                 fights_total: Some(2),
                 ..<TabEntry as Default>::default()
             },
         );
-        // The next daemon starts a minute later, with the wall clock
-        // stepped back three days (a wrong RTC corrected, a VM snapshot).
         let later = Clock {
             mono: saved.mono + Duration::from_secs(60),
-            wall_ms: saved.wall_ms + 60_000 - 3 * day_ms,
+            wall_ms: saved.wall_ms + 60_000 - back_ms,
         };
         let mut fight = to_tracker(&state, later, &timing).tabs["w1:t1"]
             .fight
             .clone();
-        let verdict = fight.foreign_rename(later.mono + Duration::from_secs(1), &timing);
-        assert_eq!(verdict, crate::fights::Verdict::NotAFight, "{fight:?}");
+        fight.foreign_rename(later.mono + Duration::from_secs(1), &timing)
+    }
+
+    /// Fights and cowbell's last rename of days ago, read back after the
+    /// wall clock stepped back past them (a wrong RTC corrected, a VM
+    /// snapshot), are not recent: one rename by hand must not start a
+    /// cool-down.
+    #[test]
+    fn old_fights_read_after_a_clock_step_back_are_not_recent() {
+        let day_ms = 86_400_000;
+        let verdict = rename_after_a_step_back(day_ms, 3 * day_ms);
+        assert_eq!(verdict, crate::fights::Verdict::NotAFight);
         // Without the step, a moment from a second ago is still recent.
-        let now = Clock {
-            mono: saved.mono + Duration::from_secs(60),
-            wall_ms: saved.wall_ms + 60_000,
-        };
+        let now = Clock::now();
         assert!(now.past(now.wall_ms - 1000).is_some());
         assert_eq!(now.past(now.wall_ms + 500), Some(now.mono));
     }
@@ -947,29 +950,9 @@ mod tests {
     /// recent, or one rename by hand starts a cool-down.
     #[test]
     fn fights_read_after_a_ten_minute_step_back_are_not_recent() {
-        let timing = Timing::REAL;
-        let saved = Clock::now();
-        let mut state = State::default();
-        state.tabs.insert(
-            "w1:t1".into(),
-            TabEntry {
-                base: "api".into(),
-                written: Some("🔴 api".into()),
-                fights_ms: vec![saved.wall_ms - 300_000, saved.wall_ms - 295_000],
-                last_own_rename_ms: Some(saved.wall_ms - 295_000),
-                fights_total: Some(2),
-                ..<TabEntry as Default>::default()
-            },
-        );
-        let later = Clock {
-            mono: saved.mono + Duration::from_secs(60),
-            wall_ms: saved.wall_ms + 60_000 - 600_000,
-        };
-        let mut fight = to_tracker(&state, later, &timing).tabs["w1:t1"]
-            .fight
-            .clone();
-        let verdict = fight.foreign_rename(later.mono + Duration::from_secs(1), &timing);
-        assert_eq!(verdict, crate::fights::Verdict::NotAFight, "{fight:?}");
-        assert_eq!(later.past(later.wall_ms + 1500), None);
+        let verdict = rename_after_a_step_back(300_000, 600_000);
+        assert_eq!(verdict, crate::fights::Verdict::NotAFight);
+        let now = Clock::now();
+        assert_eq!(now.past(now.wall_ms + 1500), None);
     }
 }

@@ -2715,18 +2715,25 @@ fn off_after_a_sync_killed_before_its_save_takes_the_icons_off() {
     assert_eq!(cb.herdr.label(&docs), "docs");
 }
 
+/// Tabs "tab0" to "tab16", blocked: one more than the daemon's 16
+/// requests in flight, so the last rename waits for the first answer.
+fn seventeen_blocked_tabs(cb: &Cowbell) -> Vec<String> {
+    (0..17)
+        .map(|i| {
+            let (tab, pane) = cb.tab(Some(&format!("tab{i}")));
+            cb.herdr.set_status(&pane, "blocked");
+            tab
+        })
+        .collect()
+}
+
 /// The daemon saves once every rename of a resync is answered; killed
 /// before, with a slow herdr, its first 16 renames would be in no
 /// state.json if new tabs were not saved before their renames go out.
 #[test]
 fn off_after_a_daemon_killed_before_its_first_save_takes_the_icons_off() {
     let cb = Cowbell::new();
-    let mut tabs = Vec::new();
-    for i in 0..17 {
-        let (tab, pane) = cb.tab(Some(&format!("tab{i}")));
-        cb.herdr.set_status(&pane, "blocked");
-        tabs.push(tab);
-    }
+    let tabs = seventeen_blocked_tabs(&cb);
     cb.herdr.set_response_delay(Duration::from_millis(700));
     cb.startup();
     let pid = cb.wait_for_daemon(2 * SECOND);
@@ -2778,12 +2785,7 @@ fn off_after_a_daemon_killed_before_its_first_save_takes_the_icons_off() {
 #[test]
 fn a_slow_herdr_gets_one_pane_list_at_a_time() {
     let cb = Cowbell::new();
-    let mut tabs = Vec::new();
-    for i in 0..17 {
-        let (tab, pane) = cb.tab(Some(&format!("tab{i}")));
-        cb.herdr.set_status(&pane, "blocked");
-        tabs.push(tab);
-    }
+    let tabs = seventeen_blocked_tabs(&cb);
     let delay = Duration::from_millis(700);
     cb.herdr.set_response_delay(delay);
     cb.startup();
