@@ -1594,7 +1594,7 @@ fn blocked_api(scale: f64) -> (Cowbell, String, String, u32) {
 fn deleting_the_state_directory_never_leaves_two_daemons() {
     // Scale 60: the heartbeat, which looks at the pidfile, every second.
     let (cb, tab, _, first) = blocked_api(60.0);
-    std::fs::remove_dir_all(&cb.state_dir).unwrap();
+    cb.delete_state_dir();
     assert!(cb.watchdog().status.success());
     // Mostly a second daemon starts; the first finds the new pidfile held
     // at its next heartbeat and leaves. (Should that heartbeat come before
@@ -1623,7 +1623,7 @@ fn deleting_the_state_directory_never_leaves_two_daemons() {
 fn off_after_the_state_directory_was_deleted_stays_off() {
     // Scale 20: the heartbeat every 3 s.
     let (cb, tab, pane, pid) = blocked_api(20.0);
-    std::fs::remove_dir_all(&cb.state_dir).unwrap();
+    cb.delete_state_dir();
     let outcome = cb.action("off");
     // Three heartbeats, and a status change the daemon would show.
     std::thread::sleep(7 * SECOND);
@@ -1654,7 +1654,7 @@ fn off_after_the_state_directory_was_deleted_stays_off() {
 fn state_json_comes_back_with_the_new_pidfile() {
     let (cb, tab, _, pid) = blocked_api(60.0);
     cb.wait_state_saved(&[&tab]);
-    std::fs::remove_dir_all(&cb.state_dir).unwrap();
+    cb.delete_state_dir();
     // Three heartbeats.
     std::thread::sleep(3 * SECOND);
     let relocked = cb.daemon_pid() == Some(pid);
@@ -1676,7 +1676,7 @@ fn state_json_comes_back_with_the_new_pidfile() {
 fn a_sync_holding_the_new_pidfile_is_no_daemon_to_hand_over_to() {
     // Scale 60: the heartbeat every second.
     let (cb, _, _, pid) = blocked_api(60.0);
-    std::fs::remove_dir_all(&cb.state_dir).unwrap();
+    cb.delete_state_dir();
     // A slow herdr keeps the sync (and its lock) going past a heartbeat.
     cb.herdr.set_response_delay(Duration::from_millis(1800));
     let sync = cb.run(&["sync"]);
@@ -1716,7 +1716,7 @@ fn sigterm_with_no_herdr_exits_at_once_even_late_in_the_backoff() {
 #[test]
 fn off_after_the_state_directory_was_deleted_survives_a_resync() {
     let (cb, tab, pane, pid) = blocked_api(20.0);
-    std::fs::remove_dir_all(&cb.state_dir).unwrap();
+    cb.delete_state_dir();
     let outcome = cb.action("off");
     cb.herdr.set_status(&pane, "working");
     let gone = cowbell::wait_dead(pid, 7 * SECOND);
@@ -1743,7 +1743,7 @@ fn off_after_the_state_directory_was_deleted_survives_the_idle_exit() {
     cb.wait_state_saved(&[&tab]);
     cb.herdr.stop();
     std::thread::sleep(SECOND);
-    std::fs::remove_dir_all(&cb.state_dir).unwrap();
+    cb.delete_state_dir();
     let outcome = cb.action("off");
     let gone = cowbell::wait_dead(pid, 12 * SECOND);
     if !gone {
@@ -1776,7 +1776,7 @@ fn an_exit_while_a_command_holds_the_new_pidfile_keeps_the_names() {
     let server_dir = cb.server_dir();
     cb.herdr.stop();
     std::thread::sleep(Duration::from_millis(300));
-    std::fs::remove_dir_all(&cb.state_dir).unwrap();
+    cb.delete_state_dir();
     std::fs::create_dir_all(&server_dir).unwrap();
     std::fs::set_permissions(&server_dir, std::fs::Permissions::from_mode(0o700)).unwrap();
     let held = std::fs::OpenOptions::new()
@@ -1808,7 +1808,7 @@ fn an_exit_while_a_command_holds_the_new_pidfile_keeps_the_names() {
 fn the_log_comes_back_with_the_new_pidfile() {
     let (cb, tab, pane, pid) = blocked_api(60.0);
     cb.wait_state_saved(&[&tab]);
-    std::fs::remove_dir_all(&cb.state_dir).unwrap();
+    cb.delete_state_dir();
     std::thread::sleep(3 * SECOND);
     cb.herdr.set_status(&pane, "working");
     cb.expect_label(&tab, "🟡 api", 2 * SECOND);
@@ -1829,7 +1829,7 @@ fn the_log_comes_back_with_the_new_pidfile() {
 fn a_stop_that_cannot_restore_keeps_the_names_without_a_pidfile() {
     let (cb, tab, _, pid) = blocked_api(1.0);
     cb.wait_state_saved(&[&tab]);
-    std::fs::remove_dir_all(&cb.state_dir).unwrap();
+    cb.delete_state_dir();
     cb.herdr.set_silent_method(Some("tab.rename"));
     cowbell::signal(pid, libc::SIGTERM);
     assert!(cowbell::wait_dead(pid, 20 * SECOND));
@@ -1847,7 +1847,7 @@ fn a_stop_that_cannot_restore_keeps_the_names_without_a_pidfile() {
 #[test]
 fn a_daemon_whose_state_directory_was_deleted_can_still_be_turned_off() {
     let (cb, tab, _, pid) = blocked_api(60.0);
-    std::fs::remove_dir_all(&cb.state_dir).unwrap();
+    cb.delete_state_dir();
     assert_eq!(cb.wait_for_daemon(3 * SECOND), pid, "{}", cb.log());
     let outcome = cb.action("off");
     let dead = cowbell::wait_dead(pid, SECOND);

@@ -138,6 +138,24 @@ impl Cowbell {
         std::fs::read_to_string(self.server_dir().join("state.json")).unwrap_or_default()
     }
 
+    /// Deletes the whole state directory under whatever runs, as a user's
+    /// `rm -rf` would. A daemon may write a file into it between the
+    /// emptying and the `rmdir` (its log, a state.json temp file), which a
+    /// user answers by deleting again; so does this.
+    pub fn delete_state_dir(&self) {
+        for _ in 0..50 {
+            match std::fs::remove_dir_all(&self.state_dir) {
+                Ok(()) => return,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+                Err(e) if e.kind() == std::io::ErrorKind::DirectoryNotEmpty => {
+                    std::thread::sleep(Duration::from_millis(10))
+                }
+                Err(e) => panic!("deleting {}: {e}", self.state_dir.display()),
+            }
+        }
+        panic!("{} kept filling up while deleted", self.state_dir.display());
+    }
+
     pub fn write_config(&self, json: &str) {
         std::fs::write(self.config_dir.join("config.json"), json).unwrap();
     }
