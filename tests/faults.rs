@@ -152,6 +152,20 @@ fn count_in_log(cb: &Cowbell, text: &str) -> usize {
     cb.log().matches(text).count()
 }
 
+/// Waits until the log says `text` more than the `before` times it had, for
+/// a line that an earlier one would satisfy.
+fn expect_log_again(cb: &Cowbell, text: &str, before: usize, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    while count_in_log(cb, text) <= before {
+        assert!(
+            Instant::now() < deadline,
+            "the log never said {text:?} again within {timeout:?}; log:\n{}",
+            log_tail(cb, 40)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// The number of requests of `method` the server has seen so far.
 fn requests(cb: &Cowbell, method: &str) -> usize {
     cb.herdr.requests_of(method).len()
@@ -185,10 +199,11 @@ fn wait_exit(cb: &Cowbell, pid: u32, timeout: Duration) {
 fn server_dies_mid_line_of_an_event() {
     let mut s = scene();
     let pid = s.pid();
+    let connected = count_in_log(&s.cb, "connected to ");
     s.cb.herdr.die_mid_line(br#"{"data":{"label":"half a rena"#);
     std::thread::sleep(Duration::from_millis(300));
     s.cb.herdr.start_again(true);
-    expect_log(&s.cb, "connected", SECOND);
+    expect_log_again(&s.cb, "connected to ", connected, SECOND);
     s.resubscribed_within(3 * SECOND);
     // A restart loses every reported state; the icons must follow.
     s.icons_within(CLEAR);
@@ -783,8 +798,11 @@ fn a_refused_status_subscription_backs_off_from_half_a_second_to_thirty() {
     let before = resubscribe_waits(&s.cb).len();
     refuse_status_subscriptions(&s.cb, 1);
     new_pane_set(&mut s);
-    expect_log(&s.cb, "pane_not_found", 3 * SECOND);
-    std::thread::sleep(Duration::from_millis(300));
+    // The earlier refusals are in the log already: wait for this one's.
+    let deadline = Instant::now() + 3 * SECOND;
+    while resubscribe_waits(&s.cb).len() <= before && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
     assert_eq!(
         resubscribe_waits(&s.cb).get(before),
         Some(&50),
@@ -937,6 +955,7 @@ fn a_replace_that_gave_up_leaves_the_old_daemon_running() {
         ("startup hook", &["daemon", "--replace"][..]),
         ("on", &["on"]),
     ] {
+        let carried_on = count_in_log(&s.cb, "has given up waiting: carrying on");
         cowbell::signal(pid, libc::SIGSTOP);
         let gave_up = s.cb.run(args);
         cowbell::signal(pid, libc::SIGCONT);
@@ -951,11 +970,13 @@ fn a_replace_that_gave_up_leaves_the_old_daemon_running() {
             "{}",
             gave_up.stderr
         );
-        expect_log(
+        expect_log_again(
             &s.cb,
             "has given up waiting: carrying on",
+            carried_on,
             2 * SECOND + REQUEST_TIMEOUT,
         );
+        // Still the daemon a while later.
         std::thread::sleep(SECOND);
         assert_eq!(s.pid(), pid, "after the {signaller} gave up");
         s.poke();
@@ -1605,13 +1626,16 @@ fn deleting_the_state_directory_never_leaves_two_daemons() {
         cb.daemons() == [second]
     });
     let outcome = cb.action("off");
+    // The daemon lets go of its lock, which `off` waits for, a moment
+    // before its process is gone.
+    let none_left = cb.wait_for_no_daemon(3 * SECOND);
     let left = cb.daemons();
     for pid in &left {
         cowbell::signal(*pid, libc::SIGKILL);
     }
     assert!(alone, "two daemons ({first}, {second}):\n{}", cb.log());
     assert!(outcome.status.success(), "{}", outcome.stderr);
-    assert!(left.is_empty(), "still running after off: {left:?}");
+    assert!(none_left, "still running after off: {left:?}");
     assert_eq!(cb.herdr.label(&tab), "api");
 }
 
@@ -1753,13 +1777,14 @@ fn off_after_the_state_directory_was_deleted_survives_the_idle_exit() {
     cb.herdr.start_again(true);
     cb.herdr.set_status(&pane, "blocked");
     cb.startup();
-    let started = cb.daemon_pid();
-    if let Some(daemon) = started {
-        cowbell::signal(daemon, libc::SIGKILL);
+    // Processes, not the pidfile: a daemon just forked has not written it.
+    let started = cb.daemons();
+    for daemon in &started {
+        cowbell::signal(*daemon, libc::SIGKILL);
     }
     assert!(gone, "no idle exit:\n{}", cb.log());
     assert!(
-        state.contains("\"off\":true") && started.is_none(),
+        state.contains("\"off\":true") && started.is_empty(),
         "off said {:?}; after the idle exit {state}; daemon started {started:?}",
         outcome.stdout
     );
@@ -1813,11 +1838,13 @@ fn the_log_comes_back_with_the_new_pidfile() {
     cb.herdr.set_status(&pane, "working");
     cb.expect_label(&tab, "🟡 api", 2 * SECOND);
     let relocked = cb.daemon_pid() == Some(pid);
+    // The line comes after the rename's answer, a moment after the label.
+    let logged = wait_log(&cb, "renamed", 3 * SECOND);
     let log = cb.log();
     cowbell::signal(pid, libc::SIGKILL);
     assert!(relocked, "the daemon did not relock");
     assert!(
-        log.contains("locked it again") && log.contains("renamed"),
+        logged && log.contains("locked it again"),
         "the daemon's log after the relock: {log:?}"
     );
 }
@@ -2957,15 +2984,26 @@ fn daemon_killed_after_herdr_applied_its_rename() -> (Cowbell, String) {
 #[test]
 fn a_daemon_killed_after_a_status_rename_keeps_an_auto_named_tab_auto_named() {
     let (cb, t1) = daemon_killed_after_herdr_applied_its_rename();
+    let lists = cb.herdr.requests_of("tab.list").len();
     cb.watchdog();
     cb.wait_for_daemon(2 * SECOND);
-    std::thread::sleep(Duration::from_millis(500));
+    // The move comes after the new daemon's first look.
+    assert!(
+        cb.herdr.wait_until(2 * SECOND, |s| s
+            .requests
+            .iter()
+            .filter(|r| r.method == "tab.list")
+            .count()
+            > lists),
+        "no first look"
+    );
+    std::thread::sleep(Duration::from_millis(200));
     cb.herdr.move_tab(&t1, 2);
-    std::thread::sleep(Duration::from_millis(1000));
-    assert_eq!(
+    let moved = cb.herdr.wait_until(3 * SECOND, |s| s.label(&t1) == "🟡 2");
+    assert!(
+        moved,
+        "label {:?}\nstate.json:\n{}\nlog:\n{}",
         cb.herdr.label(&t1),
-        "🟡 2",
-        "state.json:\n{}\nlog:\n{}",
         cb.state_json(),
         cb.log()
     );
