@@ -298,12 +298,13 @@ impl Soak {
     }
 
     fn check_invariants(&mut self, within: Duration) {
-        if self.cb.daemons().len() != 1 {
-            // Give a replaced or restarted daemon a moment.
-            std::thread::sleep(Duration::from_millis(200));
-            if self.cb.daemons().len() != 1 {
+        // Give a replaced or restarted daemon a moment.
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while self.cb.daemons().len() != 1 {
+            if Instant::now() > deadline {
                 self.fail("daemons", &format!("{:?}", self.cb.daemons()));
             }
+            std::thread::sleep(Duration::from_millis(20));
         }
         if let Err(why) = wait_icons(&self.cb, &self.names, within) {
             self.fail("icons", &why);
