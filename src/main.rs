@@ -62,6 +62,7 @@ use cli::Command;
 use paths::Paths;
 
 fn main() -> ExitCode {
+    signals::ignore_file_size_limit();
     let command = match cli::parse_from_env() {
         Ok(command) => command,
         Err(error) => {

@@ -101,6 +101,16 @@ extern "C" fn on_signal(
     unsafe { *errno_location() = saved_errno };
 }
 
+/// A file size limit (ulimit -f) should make a write fail with EFBIG, which
+/// the log and the saves handle, rather than kill the process with SIGXFSZ:
+/// a command killed half way through a `sync` or an `off` says nothing.
+pub fn ignore_file_size_limit() {
+    // SAFETY: SIG_IGN needs no handler; SIGXFSZ is a valid signal.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+    }
+}
+
 /// The read end of the self-pipe, and the owner of the handlers.
 pub struct Signals {
     read: File,
@@ -131,9 +141,7 @@ impl Signals {
         }
         // A launcher may have blocked these (the mask survives fork and
         // exec), and a blocked signal never reaches the handler: the daemon
-        // could then be neither replaced nor turned off. A file size limit
-        // (ulimit -f) should make writes fail with EFBIG, which the log and
-        // the save handle, rather than kill the daemon with SIGXFSZ.
+        // could then be neither replaced nor turned off.
         // SAFETY: sigset_t is plain data that sigemptyset initialises; the
         // pointers are valid for the calls; SIG_IGN needs no handler.
         unsafe {
@@ -145,7 +153,6 @@ impl Signals {
             if libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) == -1 {
                 return Err(io::Error::last_os_error());
             }
-            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
         }
         Ok(Signals {
             read: File::from(read),
