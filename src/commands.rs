@@ -40,6 +40,11 @@ pub fn daemon(paths: &Paths, replace: bool, foreground: bool) -> Result<u8, Erro
 }
 
 fn start_daemon(paths: &Paths, replace: bool, foreground: bool) -> Result<Started, Error> {
+    // A new daemon cannot start on a state.json it cannot read just now;
+    // found out only after the old one handed over, that leaves none.
+    if replace {
+        state::peek_off(&paths.state_file()).map_err(Error::io("state"))?;
+    }
     daemon::start(paths, replace, foreground).map_err(at_pidfile(paths, "starting the daemon"))
 }
 
@@ -55,7 +60,7 @@ pub fn on(paths: &Paths) -> Result<u8, Error> {
     if let Holder::Free(lock) =
         daemon::try_lock(paths).map_err(at_pidfile(paths, "locking the pidfile"))?
     {
-        let (state, _) = load_state(paths);
+        let (state, _) = load_state(paths)?;
         if state.off {
             let clock = Clock::now();
             write_state(
@@ -92,7 +97,7 @@ pub fn on(paths: &Paths) -> Result<u8, Error> {
 
 pub fn off(paths: &Paths, every_tab: bool) -> Result<u8, Error> {
     let daemon::Stopped { lock, daemon_ran } = stop_daemon(paths)?;
-    let (state, lost) = load_state(paths);
+    let (state, lost) = load_state(paths)?;
     let clock = Clock::now();
     let mut tracker = state::to_tracker(&state, clock, &Timing::REAL);
     // With the remembered names lost, taking the icons off every tab is the
@@ -125,7 +130,7 @@ pub fn off(paths: &Paths, every_tab: bool) -> Result<u8, Error> {
 /// middle of the restore). The startup hook runs this once herdr is back,
 /// so no tab keeps a stale icon while cowbell is off.
 fn finish_restore(paths: &Paths, lock: Lock) -> Result<u8, Error> {
-    let (state, _) = load_state(paths);
+    let (state, _) = load_state(paths)?;
     if state.tabs.is_empty() {
         return Ok(0);
     }
@@ -243,7 +248,7 @@ pub fn sync(paths: &Paths) -> Result<u8, Error> {
             return Ok(0);
         }
     };
-    let (state, _) = load_state(paths);
+    let (state, _) = load_state(paths)?;
     if state.off {
         complain!("cowbell: off for this server; `cowbell on` turns it back on");
         return Ok(0);
@@ -388,13 +393,14 @@ fn check_socket(paths: &Paths) -> Result<(), Error> {
 /// The state, for a command that holds the lock and will write it. A
 /// corrupt file is moved aside as the daemon would, and the person told,
 /// rather than overwritten in silence; `true` when the file could not be
-/// used.
-fn load_state(paths: &Paths) -> (State, bool) {
-    let (state, problem) = state::load(&paths.state_file(), Clock::now().wall_ms / 1000);
+/// used. One that cannot be read just now ends the command instead.
+fn load_state(paths: &Paths) -> Result<(State, bool), Error> {
+    let (state, problem) = state::load(&paths.state_file(), Clock::now().wall_ms / 1000)
+        .map_err(Error::io("state"))?;
     if let Some(problem) = &problem {
         complain!("cowbell: {problem}");
     }
-    (state, problem.is_some())
+    Ok((state, problem.is_some()))
 }
 
 /// An error with the pidfile named: a permission or a planted file there is

@@ -24,7 +24,7 @@ use crate::files;
 use crate::log::Log;
 use crate::paths::Paths;
 use crate::signals::Signals;
-use crate::state;
+use crate::state::{self, Clock};
 use crate::sys;
 
 /// How long `--replace` waits for the old daemon to hand over, and `off`
@@ -271,7 +271,7 @@ pub fn start(paths: &Paths, replace: bool, foreground: bool) -> io::Result<Start
             Err(newer) => return Ok(Started::AlreadyRunning(newer)),
         },
     };
-    if state::peek(&paths.state_file()).0.off {
+    if state::peek_off(&paths.state_file())? {
         return Ok(Started::Off(lock));
     }
     if !foreground {
@@ -406,8 +406,23 @@ fn run(paths: &Paths, mut lock: Lock, foreground: bool) -> u8 {
         ));
         return 1;
     }
+    // One reading of both clocks while it holds: every save converts
+    // instants with the same offset, so an unchanged state gives the same
+    // text and is not written (and synced) again (see `EventLoop::save`).
+    let clock = Clock::now();
+    let loaded = match state::load(&paths.state_file(), clock.wall_ms / 1000) {
+        Ok(loaded) => loaded,
+        // Starting empty would forget every name and an `off`: better no
+        // daemon until the next hook, with every tab as it is.
+        Err(error) => {
+            log.line_fmt(format_args!("state: {error}; not starting"));
+            let _ = lock.clear_pid();
+            return 1;
+        }
+    };
     let durations = Durations::from_env();
-    let (code, lock) = EventLoop::new(paths.clone(), lock, log, signals, durations).run();
+    let event_loop = EventLoop::new(paths.clone(), lock, log, signals, durations, loaded, clock);
+    let (code, lock) = event_loop.run();
     if let Err(error) = lock.clear_pid() {
         Log::open(paths.log_file()).line_fmt(format_args!(
             "cannot empty the pidfile {}: {error}",

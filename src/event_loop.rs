@@ -25,7 +25,7 @@ use crate::log::Log;
 use crate::paths::Paths;
 use crate::resync::{Note, Rename, Settings, Tab, Tracker};
 use crate::signals::{self, Signals};
-use crate::state::{self, Clock};
+use crate::state::{self, Clock, State};
 use crate::sys;
 use crate::text::quote;
 
@@ -318,20 +318,18 @@ pub struct EventLoop {
 }
 
 impl EventLoop {
+    /// `loaded` is state.json as `state::load` read it, with its warning.
     pub fn new(
         paths: Paths,
         lock: Lock,
         mut log: Log,
         signals: Signals,
         durations: Durations,
+        loaded: (State, Option<String>),
+        clock: Clock,
     ) -> EventLoop {
         let settings = load_settings(&paths, &mut log, &durations);
-        // One reading of both clocks while it holds: every save converts
-        // instants with the same offset, so an unchanged state gives the
-        // same text and is not written (and synced) again (see `save`).
-        let clock = Clock::now();
-        let now_secs = clock.wall_ms / 1000;
-        let (saved, warning) = state::load(&paths.state_file(), now_secs);
+        let (saved, warning) = loaded;
         if let Some(warning) = warning {
             log.line_fmt(format_args!("state: {warning}"));
         }

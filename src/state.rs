@@ -153,6 +153,25 @@ pub fn decode(text: &str) -> Result<State, String> {
 enum Unusable {
     Corrupt(String),
     Unreadable(io::Error),
+    /// A failure of the moment (no descriptor or memory left, an I/O
+    /// error): the file may well be fine, and must stay as it is.
+    Unavailable(io::Error),
+}
+
+/// Whether a failed read says nothing about the file itself.
+fn is_passing(error: &io::Error) -> bool {
+    matches!(
+        error.raw_os_error(),
+        Some(
+            libc::EMFILE
+                | libc::ENFILE
+                | libc::ENOMEM
+                | libc::ENOBUFS
+                | libc::EIO
+                | libc::EINTR
+                | libc::EAGAIN
+        )
+    )
 }
 
 fn read(path: &Path) -> Result<State, Unusable> {
@@ -165,6 +184,7 @@ fn read(path: &Path) -> Result<State, Unusable> {
         Err(error) if error.kind() == io::ErrorKind::InvalidData => {
             Err(Unusable::Corrupt(error.to_string()))
         }
+        Err(error) if is_passing(&error) => Err(Unusable::Unavailable(error)),
         Err(error) => Err(Unusable::Unreadable(error)),
     }
 }
@@ -179,20 +199,45 @@ pub fn peek(path: &Path) -> (State, Option<String>) {
     }
 }
 
+/// Whether cowbell is off for this server, for the launching hook. A file
+/// that cannot be read just now is an error: it may say off.
+pub fn peek_off(path: &Path) -> io::Result<bool> {
+    match read(path) {
+        Ok(state) => Ok(state.off),
+        Err(Unusable::Unavailable(error)) => Err(unavailable(path, error)),
+        Err(_) => Ok(false),
+    }
+}
+
 fn describe(path: &Path, unusable: &Unusable) -> String {
     match unusable {
         Unusable::Corrupt(why) => format!("{} is corrupt ({why})", path.display()),
-        Unusable::Unreadable(error) => format!("cannot read {}: {error}", path.display()),
+        Unusable::Unreadable(error) | Unusable::Unavailable(error) => {
+            format!("cannot read {}: {error}", path.display())
+        }
     }
+}
+
+fn unavailable(path: &Path, error: io::Error) -> io::Error {
+    io::Error::new(
+        error.kind(),
+        format!(
+            "cannot read {} just now ({error}); it stays as it is",
+            path.display()
+        ),
+    )
 }
 
 /// Reads state.json for whoever will write it. Problems come back as
 /// warnings; the state is then empty, and the file has been moved aside:
 /// a corrupt one, and an unreadable one too (another user's, say), which
-/// the next save would otherwise replace unread.
-pub fn load(path: &Path, now_unix_secs: u64) -> (State, Option<String>) {
+/// the next save would otherwise replace unread. A failure of the moment
+/// is an error, and the file stays: starting empty would forget every name
+/// and an `off`.
+pub fn load(path: &Path, now_unix_secs: u64) -> io::Result<(State, Option<String>)> {
     let problem = match read(path) {
-        Ok(state) => return (state, None),
+        Ok(state) => return Ok((state, None)),
+        Err(Unusable::Unavailable(error)) => return Err(unavailable(path, error)),
         Err(unusable) => describe(path, &unusable),
     };
     let aside = corrupt_name(path, now_unix_secs);
@@ -200,10 +245,10 @@ pub fn load(path: &Path, now_unix_secs: u64) -> (State, Option<String>) {
         Ok(()) => format!("moved aside to {}", aside.display()),
         Err(error) => format!("could not move it aside: {error}"),
     };
-    (
+    Ok((
         State::default(),
         Some(format!("{problem}; {moved}; starting empty")),
-    )
+    ))
 }
 
 fn corrupt_name(path: &Path, now_unix_secs: u64) -> PathBuf {
@@ -501,7 +546,7 @@ mod tests {
             !save(&path, &sample(), &mut last).unwrap(),
             "unchanged state is not written"
         );
-        assert_eq!(load(&path, 0), (sample(), None));
+        assert_eq!(load(&path, 0).unwrap(), (sample(), None));
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
         let dir_mode = std::fs::metadata(path.parent().unwrap())
@@ -524,7 +569,7 @@ mod tests {
         assert!(save(&path, &sample(), &mut last).is_err());
         std::fs::remove_file(&dir).unwrap();
         assert!(save(&path, &sample(), &mut last).unwrap());
-        assert_eq!(load(&path, 0), (sample(), None));
+        assert_eq!(load(&path, 0).unwrap(), (sample(), None));
     }
 
     #[test]
@@ -538,7 +583,7 @@ mod tests {
         let error = save(&path, &large, &mut last).unwrap_err();
         assert!(error.to_string().contains("reads back"), "{error}");
         // The file keeps the last state that fitted, and reads as such.
-        assert_eq!(load(&path, 0), (sample(), None));
+        assert_eq!(load(&path, 0).unwrap(), (sample(), None));
     }
 
     #[test]
@@ -548,7 +593,7 @@ mod tests {
         let target = temp.0.join("elsewhere");
         std::fs::write(&target, encode(&sample())).unwrap();
         std::os::unix::fs::symlink(&target, &path).unwrap();
-        let (state, warning) = load(&path, 1234);
+        let (state, warning) = load(&path, 1234).unwrap();
         assert_eq!(state, State::default());
         let warning = warning.unwrap();
         assert!(
@@ -569,7 +614,7 @@ mod tests {
     fn a_missing_file_is_an_empty_state() {
         let temp = TempDir::new("missing");
         assert_eq!(
-            load(&temp.0.join("state.json"), 0),
+            load(&temp.0.join("state.json"), 0).unwrap(),
             (State::default(), None)
         );
     }
@@ -596,7 +641,7 @@ mod tests {
             let temp = TempDir::new("corrupt");
             let path = temp.0.join("state.json");
             std::fs::write(&path, &bytes).unwrap();
-            let (state, warning) = load(&path, 1234);
+            let (state, warning) = load(&path, 1234).unwrap();
             assert_eq!(state, State::default(), "{what}");
             let warning = warning.unwrap_or_else(|| panic!("{what}: no warning"));
             // "corrupt-1234" alone would satisfy a bare "corrupt": ask for
@@ -687,7 +732,7 @@ mod tests {
         let path = temp.0.join("state.json");
         for text in ["first", "second", "third"] {
             std::fs::write(&path, text).unwrap();
-            assert!(load(&path, 1234).1.is_some());
+            assert!(load(&path, 1234).unwrap().1.is_some());
         }
         let read = |name: &str| std::fs::read_to_string(temp.0.join(name)).unwrap();
         assert_eq!(read("state.json.corrupt-1234"), "first");

@@ -1,0 +1,134 @@
+//! A small host's limits on the real binary: a file size limit (`ulimit
+//! -f`) and a descriptor limit (`ulimit -n`), set as a hook would inherit
+//! them from herdr. Each must end in a clear message, with no name lost
+//! and no `off` forgotten.
+
+mod support;
+
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use support::cowbell::{self, Cowbell, bin};
+use support::fake_herdr::Options;
+
+const SECOND: Duration = Duration::from_secs(1);
+
+#[derive(Clone, Copy)]
+enum Limit {
+    /// `ulimit -f`, in bytes.
+    FileSize(u64),
+    /// `ulimit -n`.
+    Descriptors(u64),
+}
+
+/// `cowbell <args>` as herdr runs a hook for `event`, under `limit`.
+fn limited(cb: &Cowbell, args: &[&str], event: &str, limit: Limit) -> Output {
+    let mut command = Command::new(bin());
+    command
+        .args(args)
+        .env_clear()
+        .envs(cb.env(event))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // SAFETY: setrlimit is async-signal-safe, as pre_exec requires.
+    unsafe {
+        command.pre_exec(move || {
+            let (resource, value) = match limit {
+                Limit::FileSize(bytes) => (libc::RLIMIT_FSIZE, bytes),
+                Limit::Descriptors(n) => (libc::RLIMIT_NOFILE, n),
+            };
+            let limit = libc::rlimit {
+                rlim_cur: value,
+                rlim_max: value,
+            };
+            if libc::setrlimit(resource, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    command.output().unwrap()
+}
+
+/// "api", blocked, with its icon, and the daemon's pid.
+fn blocked_api(scale: f64) -> (Cowbell, String, String, u32) {
+    let cb = Cowbell::with(Options::default(), scale);
+    let (tab, pane) = cb.tab(Some("api"));
+    cb.herdr.set_status(&pane, "blocked");
+    cb.startup();
+    let pid = cb.wait_for_daemon(2 * SECOND);
+    cb.expect_label(&tab, "🔴 api", 3 * SECOND);
+    cb.wait_state_saved(&[&tab]);
+    (cb, tab, pane, pid)
+}
+
+fn wait_for(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !done() {
+        assert!(Instant::now() < deadline, "{what} within {timeout:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn server_files(cb: &Cowbell) -> Vec<String> {
+    std::fs::read_dir(cb.server_dir())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+/// A daemon that cannot open state.json for want of a descriptor must not
+/// take the file for corrupt: moved aside, it took every name and an `off`
+/// with it, and `off` then left the icon on.
+#[test]
+fn a_state_file_that_cannot_be_read_just_now_is_not_moved_aside() {
+    let (cb, tab, _, old) = blocked_api(1.0);
+    // Seven: the launcher gets by; the new daemon, with its log and its
+    // signal pipe open, has none left for state.json.
+    let replace = limited(
+        &cb,
+        &["daemon", "--replace"],
+        "startup",
+        Limit::Descriptors(7),
+    );
+    assert!(replace.status.success(), "{replace:?}");
+    assert!(cowbell::wait_dead(old, 5 * SECOND));
+    wait_for("the new daemon's word on state.json", 3 * SECOND, || {
+        cb.log().contains("state.json")
+    });
+    let stayed = cb.wait_for_no_daemon(3 * SECOND);
+    for pid in cb.daemons() {
+        cowbell::signal(pid, libc::SIGKILL);
+    }
+    let files = server_files(&cb);
+    let state = cb.state_json();
+    let off = cb.action("off");
+    let log = cb.log();
+    assert!(
+        files.iter().all(|f| !f.contains("corrupt")),
+        "moved aside: {files:?}\n{log}"
+    );
+    assert!(state.contains("\"base\":\"api\""), "{state}");
+    assert!(stayed, "a daemon ran on without its state:\n{log}");
+    assert!(off.status.success(), "{}", off.stderr);
+    assert_eq!(cb.herdr.label(&tab), "api", "{}\n{log}", off.stdout);
+}
+
+/// The short commands write state.json too: a file size limit must make
+/// that write fail with a message, not kill the command with SIGXFSZ
+/// before it says anything.
+#[test]
+fn a_file_size_limit_fails_a_command_with_a_message_not_a_signal() {
+    let cb = Cowbell::new();
+    for i in 0..40 {
+        let (_, pane) = cb.tab(Some(&format!("a fairly long tab name, number {i:02}")));
+        cb.herdr.set_status(&pane, "blocked");
+    }
+    let sync = limited(&cb, &["sync"], "action", Limit::FileSize(4096));
+    let stderr = String::from_utf8_lossy(&sync.stderr);
+    assert_eq!(sync.status.signal(), None, "killed: {:?}", sync.status);
+    assert_eq!(sync.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("state.json"), "{stderr}");
+}
