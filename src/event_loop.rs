@@ -1131,14 +1131,17 @@ impl EventLoop {
             Input::Closed(_) => Err("herdr closed the connection without an answer".to_string()),
             Input::Failed(why) => Err(why),
         };
-        let pending = self.in_flight.swap_remove(index);
+        // The connection goes before the answer is acted on: at a
+        // descriptor limit, the status subscription that a pane list's
+        // answer opens may need this very descriptor.
+        let purpose = self.in_flight.swap_remove(index).purpose;
         match answer.and_then(|line| herdr::parse_line(&line).map_err(|m| m.0)) {
-            Ok(message) => self.on_answer(pending.purpose, message, now),
+            Ok(message) => self.on_answer(purpose, message, now),
             Err(why) => {
                 self.log
-                    .line_fmt(format_args!("{}: {why}", describe(&pending.purpose)));
-                self.answer_lost(&pending.purpose);
-                self.request_failed(pending.purpose, now);
+                    .line_fmt(format_args!("{}: {why}", describe(&purpose)));
+                self.answer_lost(&purpose);
+                self.request_failed(purpose, now);
             }
         }
     }
@@ -1461,12 +1464,12 @@ impl EventLoop {
                 self.status = Some(sub);
                 self.subscribed_panes = set;
             }
-            Err(error) => {
-                self.log
-                    .line_fmt(format_args!("status subscription: cannot connect: {error}"));
-                self.panes_wanted = true;
-                self.open_debounce(now);
-            }
+            // Tried again after the backoff a lost subscription waits:
+            // at a descriptor limit, at once would be a loop.
+            Err(error) => self.status_lost(
+                &format!("status subscription: cannot connect: {error}"),
+                now,
+            ),
         }
     }
 

@@ -132,3 +132,37 @@ fn a_file_size_limit_fails_a_command_with_a_message_not_a_signal() {
     assert_eq!(sync.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("state.json"), "{stderr}");
 }
+
+/// At a descriptor limit the status subscription may find no descriptor
+/// free: it is tried again after a backoff, not at every resync, which
+/// filled the log at hundreds of lines a second.
+#[test]
+fn a_status_subscription_that_cannot_connect_backs_off() {
+    // Scale 60: the 30 s backoff cap is half a second.
+    let (cb, _, _, old) = blocked_api(60.0);
+    let replace = limited(
+        &cb,
+        &["daemon", "--replace"],
+        "startup",
+        Limit::Descriptors(9),
+    );
+    assert!(replace.status.success(), "{replace:?}");
+    assert!(cowbell::wait_dead(old, 5 * SECOND));
+    let pid = cb.wait_for_daemon(2 * SECOND);
+    let before = cb.log().lines().count();
+    std::thread::sleep(3 * SECOND);
+    let log = cb.log();
+    let lines = log.lines().count() - before;
+    cowbell::signal(pid, libc::SIGKILL);
+    // The pane list's own connection is closed before its answer opens
+    // the subscription: nine descriptors are just enough for that.
+    assert!(
+        log.contains(&format!("[{pid}] status subscription for 1 panes")),
+        "{log}"
+    );
+    assert!(
+        lines < 100,
+        "{lines} log lines in 3 s:\n{}",
+        &log[log.len().saturating_sub(3000)..]
+    );
+}
