@@ -119,10 +119,26 @@ impl Log {
         if self.size + line.len() as u64 > MAX_LOG_BYTES {
             self.rotate(line.len() as u64);
         }
-        if let Some(file) = &mut self.file
-            && file.write_all(line.as_bytes()).is_ok()
+        let mut written = self.write(&line);
+        // A file size limit (ulimit -f) below the cap: rotate there, or
+        // every later line is lost. An incoming cap's worth makes sure the
+        // full file goes even if it cannot be renamed.
+        if written
+            .as_ref()
+            .is_err_and(|e| e.raw_os_error() == Some(libc::EFBIG))
         {
+            self.rotate(MAX_LOG_BYTES);
+            written = self.write(&line);
+        }
+        if written.is_ok() {
             self.size += line.len() as u64;
+        }
+    }
+
+    fn write(&mut self, line: &str) -> std::io::Result<()> {
+        match &mut self.file {
+            Some(file) => file.write_all(line.as_bytes()),
+            None => Err(std::io::ErrorKind::NotFound.into()),
         }
     }
 }

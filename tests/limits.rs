@@ -166,3 +166,41 @@ fn a_status_subscription_that_cannot_connect_backs_off() {
         &log[log.len().saturating_sub(3000)..]
     );
 }
+
+/// A log already past a file size limit (but under cowbell's 1 MiB cap)
+/// is rotated at the limit: it never reached the cap, so it was never
+/// rotated, and every line a daemon wrote was lost.
+#[test]
+fn a_log_at_the_file_size_limit_is_rotated_there() {
+    let (cb, tab, pane, old) = blocked_api(1.0);
+    let log = cb.server_dir().join("cowbell.log");
+    let filler = "2026-01-01T00:00:00Z [1] a line from an earlier run\n".repeat(2000);
+    let mut file = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+    std::io::Write::write_all(&mut file, filler.as_bytes()).unwrap();
+    let replace = limited(
+        &cb,
+        &["daemon", "--replace"],
+        "startup",
+        Limit::FileSize(64 * 1024),
+    );
+    assert!(replace.status.success(), "{replace:?}");
+    assert!(cowbell::wait_dead(old, 5 * SECOND));
+    let pid = cb.wait_for_daemon(2 * SECOND);
+    cb.herdr.set_status(&pane, "working");
+    cb.expect_label(&tab, "🟡 api", 3 * SECOND);
+    let said = format!("[{pid}] renamed");
+    let logged = cb
+        .herdr
+        .wait_until(3 * SECOND, |_| cb.log().contains(&said));
+    cowbell::signal(pid, libc::SIGKILL);
+    let kept = std::fs::metadata(cb.server_dir().join("cowbell.log.1")).map_or(0, |m| m.len());
+    assert!(
+        logged,
+        "the new daemon's lines are lost: {:?}",
+        cb.log().len()
+    );
+    assert!(
+        kept > 60 * 1024,
+        "the old lines were not kept: {kept} bytes"
+    );
+}
