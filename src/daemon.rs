@@ -397,15 +397,7 @@ fn run(paths: &Paths, mut lock: Lock, foreground: bool) -> u8 {
             return 1;
         }
     };
-    if let Err(error) = lock.write_pid() {
-        // Without its pid nobody can stop or replace this daemon (off and
-        // --replace signal the pid), so it must not run: the lock goes back.
-        log.line_fmt(format_args!(
-            "cannot write the pidfile {}: {error}; not starting",
-            paths.pid_file().display()
-        ));
-        return 1;
-    }
+    let pid_written = lock.write_pid();
     // One reading of both clocks while it holds: every save converts
     // instants with the same offset, so an unchanged state gives the same
     // text and is not written (and synced) again (see `EventLoop::save`).
@@ -421,7 +413,19 @@ fn run(paths: &Paths, mut lock: Lock, foreground: bool) -> u8 {
         }
     };
     let durations = Durations::from_env();
-    let event_loop = EventLoop::new(paths.clone(), lock, log, signals, durations, loaded, clock);
+    let mut event_loop =
+        EventLoop::new(paths.clone(), lock, log, signals, durations, loaded, clock);
+    if let Err(error) = pid_written {
+        // Without its pid nobody can stop or replace this daemon (off and
+        // --replace signal the pid), so it must not run on. But an old
+        // daemon may have handed its tabs over already (a full disk at the
+        // startup hook): with nobody to keep their icons right, it gives
+        // the names back first.
+        event_loop.stop_at_once(&format!(
+            "cannot write the pidfile {}: {error}; not starting",
+            paths.pid_file().display()
+        ));
+    }
     let (code, lock) = event_loop.run();
     if let Err(error) = lock.clear_pid() {
         Log::open(paths.log_file()).line_fmt(format_args!(

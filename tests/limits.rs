@@ -204,3 +204,22 @@ fn a_log_at_the_file_size_limit_is_rotated_there() {
         "the old lines were not kept: {kept} bytes"
     );
 }
+
+/// The startup hook's new daemon cannot write its pid (a full disk; here
+/// a file size limit of 0): it must not run, since nothing could stop it,
+/// but the old daemon has handed it the tabs already, so it gives their
+/// names back rather than leave icons nobody keeps right.
+#[test]
+fn a_new_daemon_that_cannot_write_its_pid_gives_the_names_back() {
+    let (cb, tab, _, old) = blocked_api(1.0);
+    let replace = limited(&cb, &["daemon", "--replace"], "startup", Limit::FileSize(0));
+    assert!(replace.status.success(), "{replace:?}");
+    assert!(cowbell::wait_dead(old, 5 * SECOND));
+    let back = cb.herdr.wait_until(5 * SECOND, |s| s.label(&tab) == "api");
+    let gone = cb.wait_for_no_daemon(5 * SECOND);
+    for pid in cb.daemons() {
+        cowbell::signal(pid, libc::SIGKILL);
+    }
+    assert!(back, "the icon stayed: {:?}", cb.herdr.label(&tab));
+    assert!(gone, "a daemon without a pid ran on");
+}
