@@ -36,6 +36,7 @@ pub fn daemon(paths: &Paths, replace: bool, foreground: bool) -> Result<u8, Erro
         }
         Started::Detached => Ok(0),
         Started::Exited(code) => Ok(code),
+        Started::CannotFork(lock, error) => Err(give_back_unstarted(paths, lock, error)),
     }
 }
 
@@ -48,11 +49,38 @@ fn start_daemon(paths: &Paths, replace: bool, foreground: bool) -> Result<Starte
     daemon::start(paths, replace, foreground).map_err(at_pidfile(paths, "starting the daemon"))
 }
 
+/// No daemon could be started (no process left to fork), perhaps after an
+/// old one handed its tabs over: with nobody to keep their icons right,
+/// the names go back now, as a stop would give them.
+fn give_back_unstarted(paths: &Paths, lock: Lock, error: std::io::Error) -> Error {
+    let given_back = load_state(paths).and_then(|(state, _)| {
+        let clock = Clock::now();
+        let mut tracker = state::to_tracker(&state, clock, &Timing::REAL);
+        let (n, failure) = restore(paths, &mut tracker, false);
+        write_state(paths, &tracker, state.off, clock)?;
+        Ok((n, failure))
+    });
+    drop(lock);
+    let what = match given_back {
+        Ok((n, None)) => format!("starting the daemon ({} given back)", tab_names(n)),
+        Ok((n, Some(failure))) => format!(
+            "starting the daemon ({} given back; {failure}, the rest kept in state.json)",
+            tab_names(n)
+        ),
+        Err(failure) => format!("starting the daemon (no name given back: {failure})"),
+    };
+    Error::Io {
+        what,
+        source: error,
+    }
+}
+
 /// The `pane.agent_detected` hook: make sure a daemon runs, say nothing.
 pub fn watchdog(paths: &Paths) -> Result<u8, Error> {
     match start_daemon(paths, false, false)? {
         Started::Exited(code) => Ok(code),
-        _ => Ok(0),
+        Started::CannotFork(lock, error) => Err(give_back_unstarted(paths, lock, error)),
+        Started::Detached | Started::AlreadyRunning(_) | Started::Off(_) => Ok(0),
     }
 }
 
@@ -74,6 +102,7 @@ pub fn on(paths: &Paths) -> Result<u8, Error> {
     }
     match start_daemon(paths, true, false)? {
         Started::Exited(code) => Ok(code),
+        Started::CannotFork(lock, error) => Err(give_back_unstarted(paths, lock, error)),
         Started::Off(_) => {
             let text = "cowbell: still off: `cowbell off` finished at the same moment; run `cowbell on` again";
             complain!("{text}");

@@ -257,6 +257,9 @@ pub enum Started {
     Off(Lock),
     /// `--foreground`, or the detached child: the loop ran and returned.
     Exited(u8),
+    /// No process could be made for the daemon; the lock is still held, so
+    /// the names an old daemon handed over can be given back under it.
+    CannotFork(Lock, io::Error),
 }
 
 /// Starts the daemon for this server unless one runs. With `replace`, an
@@ -275,9 +278,10 @@ pub fn start(paths: &Paths, replace: bool, foreground: bool) -> io::Result<Start
         return Ok(Started::Off(lock));
     }
     if !foreground {
-        match sys::fork()? {
-            sys::Forked::Parent => return Ok(Started::Detached),
-            sys::Forked::Child => {
+        match sys::fork() {
+            Err(error) => return Ok(Started::CannotFork(lock, error)),
+            Ok(sys::Forked::Parent) => return Ok(Started::Detached),
+            Ok(sys::Forked::Child) => {
                 detach()?;
                 sys::close_inherited(lock.file.as_fd());
             }

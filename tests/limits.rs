@@ -20,6 +20,10 @@ enum Limit {
     FileSize(u64),
     /// `ulimit -n`.
     Descriptors(u64),
+    /// No new process: fork fails with EAGAIN, as at a process limit
+    /// (which does not bind root, who runs CI).
+    #[cfg(target_os = "linux")]
+    NoFork,
 }
 
 /// `cowbell <args>` as herdr runs a hook for `event`, under `limit`.
@@ -38,6 +42,8 @@ fn limited(cb: &Cowbell, args: &[&str], event: &str, limit: Limit) -> Output {
             let (resource, value) = match limit {
                 Limit::FileSize(bytes) => (libc::RLIMIT_FSIZE, bytes),
                 Limit::Descriptors(n) => (libc::RLIMIT_NOFILE, n),
+                #[cfg(target_os = "linux")]
+                Limit::NoFork => return deny_fork(),
             };
             let limit = libc::rlimit {
                 rlim_cur: value,
@@ -50,6 +56,62 @@ fn limited(cb: &Cowbell, args: &[&str], event: &str, limit: Limit) -> Output {
         });
     }
     command.output().unwrap()
+}
+
+/// A seccomp filter that fails every syscall making a process with
+/// EAGAIN, kept across the exec. Async-signal-safe, for `pre_exec`.
+#[cfg(target_os = "linux")]
+fn deny_fork() -> std::io::Result<()> {
+    #[cfg(target_arch = "x86_64")]
+    const ARCH: u32 = 0xC000_003E; // AUDIT_ARCH_X86_64
+    #[cfg(target_arch = "aarch64")]
+    const ARCH: u32 = 0xC000_00B7; // AUDIT_ARCH_AARCH64
+    #[cfg(target_arch = "x86_64")]
+    const FORKS: [i64; 4] = [
+        libc::SYS_clone,
+        libc::SYS_clone3,
+        libc::SYS_fork,
+        libc::SYS_vfork,
+    ];
+    #[cfg(target_arch = "aarch64")]
+    const FORKS: [i64; 2] = [libc::SYS_clone, libc::SYS_clone3];
+    const LOAD_WORD: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
+    const JUMP_IF_EQUAL: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
+    const RETURN: u16 = 0x06; // BPF_RET | BPF_K
+    const ALLOW: u32 = 0x7fff_0000; // SECCOMP_RET_ALLOW
+    const ERRNO: u32 = 0x0005_0000; // SECCOMP_RET_ERRNO
+    let op = |code, jt, jf, k| libc::sock_filter { code, jt, jf, k };
+    let n = FORKS.len() as u8;
+    // seccomp_data: the syscall number at offset 0, the arch at 4. Any
+    // other arch passes; each listed number jumps to the refusal.
+    let mut program = [op(0, 0, 0, 0); 4 + 4 + 2];
+    program[0] = op(LOAD_WORD, 0, 0, 4);
+    program[1] = op(JUMP_IF_EQUAL, 0, n + 1, ARCH);
+    program[2] = op(LOAD_WORD, 0, 0, 0);
+    for (i, nr) in FORKS.iter().enumerate() {
+        let i = i as u8;
+        program[3 + i as usize] = op(JUMP_IF_EQUAL, n - i, 0, *nr as u32);
+    }
+    let len = 3 + FORKS.len();
+    program[len] = op(RETURN, 0, 0, ALLOW);
+    program[len + 1] = op(RETURN, 0, 0, ERRNO | libc::EAGAIN as u32);
+    let filter = libc::sock_fprog {
+        len: (len + 2) as u16,
+        filter: program.as_mut_ptr(),
+    };
+    // SAFETY: prctl with valid arguments; the program outlives the call.
+    unsafe {
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+            || libc::prctl(
+                libc::PR_SET_SECCOMP,
+                libc::SECCOMP_MODE_FILTER,
+                &filter as *const libc::sock_fprog,
+            ) != 0
+        {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 /// "api", blocked, with its icon, and the daemon's pid.
@@ -222,4 +284,20 @@ fn a_new_daemon_that_cannot_write_its_pid_gives_the_names_back() {
     }
     assert!(back, "the icon stayed: {:?}", cb.herdr.label(&tab));
     assert!(gone, "a daemon without a pid ran on");
+}
+
+/// The startup hook cannot make a process for the new daemon (a process
+/// limit) after the old one handed over: the hook gives the names back
+/// and says so, rather than leave icons nobody keeps right.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_start_that_cannot_fork_gives_the_names_back() {
+    let (cb, tab, _, old) = blocked_api(1.0);
+    let replace = limited(&cb, &["daemon", "--replace"], "startup", Limit::NoFork);
+    let stderr = String::from_utf8_lossy(&replace.stderr);
+    assert!(cowbell::wait_dead(old, 5 * SECOND));
+    assert_eq!(replace.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("1 tab name given back"), "{stderr}");
+    assert_eq!(cb.herdr.label(&tab), "api");
+    assert!(cb.daemons().is_empty(), "{:?}", cb.daemons());
 }
