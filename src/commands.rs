@@ -134,8 +134,19 @@ pub fn off(paths: &Paths, every_tab: bool) -> Result<u8, Error> {
     let (n, failure) = restore(paths, &mut tracker, every_tab || lost);
     // What a daemon could not give back, it left in state.json.
     let daemon_restored = daemon_ran && state.tabs.is_empty();
-    write_state(paths, &tracker, true, clock)?;
+    let recorded = write_state(paths, &tracker, true, clock);
     drop(lock);
+    // The daemon may have recorded off before it exited; if nobody did,
+    // the next hook starts one that puts the icons back on.
+    if let Err(error) = recorded
+        && !state::peek_off(&paths.state_file()).unwrap_or(false)
+    {
+        complain!(
+            "{error}; {} restored, but off is not on record: the next server start or agent turns cowbell back on",
+            tab_names(n)
+        );
+        return Ok(error.exit_code());
+    }
     if let Some(error) = failure {
         complain!("{}", restore_failure_message(&error, n, &tracker));
         return Ok(error.exit_code());

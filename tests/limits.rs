@@ -1,7 +1,8 @@
 //! A small host's limits on the real binary: a file size limit (`ulimit
-//! -f`) and a descriptor limit (`ulimit -n`), set as a hook would inherit
-//! them from herdr. Each must end in a clear message, with no name lost
-//! and no `off` forgotten.
+//! -f`), a descriptor limit (`ulimit -n`), no process left to fork, a disk
+//! where nothing can be saved; set as a hook would inherit them from
+//! herdr. Each must end in a clear message, with no name lost and no `off`
+//! forgotten.
 
 mod support;
 
@@ -300,4 +301,23 @@ fn a_start_that_cannot_fork_gives_the_names_back() {
     assert!(stderr.contains("1 tab name given back"), "{stderr}");
     assert_eq!(cb.herdr.label(&tab), "api");
     assert!(cb.daemons().is_empty(), "{:?}", cb.daemons());
+}
+
+/// `off` when nothing can be saved (here a directory where the temp file
+/// goes; a full disk does the same): the names come back, but off is not
+/// on record, and the person must hear that the next hook turns cowbell
+/// back on, not only that a write failed.
+#[test]
+fn an_off_that_cannot_be_recorded_says_what_that_means() {
+    let (cb, tab, _, pid) = blocked_api(1.0);
+    std::fs::create_dir(cb.server_dir().join(".state.json.tmp")).unwrap();
+    let off = cb.action("off");
+    assert!(cowbell::wait_dead(pid, 2 * SECOND));
+    assert_eq!(cb.herdr.label(&tab), "api");
+    assert_eq!(off.status.code(), Some(1), "{}", off.stderr);
+    assert!(
+        off.stderr.contains("off is not on record"),
+        "{}",
+        off.stderr
+    );
 }
