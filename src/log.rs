@@ -122,10 +122,13 @@ impl Log {
         let mut written = self.write(&line);
         // A file size limit (ulimit -f) below the cap: rotate there, or
         // every later line is lost. An incoming cap's worth makes sure the
-        // full file goes even if it cannot be renamed.
-        if written
-            .as_ref()
-            .is_err_and(|e| e.raw_os_error() == Some(libc::EFBIG))
+        // full file goes even if it cannot be renamed. (Not an empty log:
+        // under a limit smaller than a line, that would put an empty file
+        // over the one the last rotation kept.)
+        if self.size > 0
+            && written
+                .as_ref()
+                .is_err_and(|e| e.raw_os_error() == Some(libc::EFBIG))
         {
             self.rotate(MAX_LOG_BYTES);
             written = self.write(&line);

@@ -153,24 +153,18 @@ pub fn decode(text: &str) -> Result<State, String> {
 enum Unusable {
     Corrupt(String),
     Unreadable(io::Error),
-    /// A failure of the moment (no descriptor or memory left, an I/O
-    /// error): the file may well be fine, and must stay as it is.
+    /// A failure of the moment (no descriptor or memory left): the file
+    /// may well be fine, and must stay as it is.
     Unavailable(io::Error),
 }
 
-/// Whether a failed read says nothing about the file itself.
+/// Whether a failed read says nothing about the file itself. (Not EIO: a
+/// bad block under the file fails every read, and moved aside, the file
+/// no longer keeps cowbell from starting.)
 fn is_passing(error: &io::Error) -> bool {
     matches!(
         error.raw_os_error(),
-        Some(
-            libc::EMFILE
-                | libc::ENFILE
-                | libc::ENOMEM
-                | libc::ENOBUFS
-                | libc::EIO
-                | libc::EINTR
-                | libc::EAGAIN
-        )
+        Some(libc::EMFILE | libc::ENFILE | libc::ENOMEM | libc::ENOBUFS)
     )
 }
 
