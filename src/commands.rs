@@ -37,6 +37,7 @@ pub fn daemon(paths: &Paths, replace: bool, foreground: bool) -> Result<u8, Erro
         Started::Detached => Ok(0),
         Started::Exited(code) => Ok(code),
         Started::CannotFork(lock, error) => Err(give_back_unstarted(paths, lock, error)),
+        Started::CannotRead(error) => Err(Error::io("state")(error)),
     }
 }
 
@@ -53,22 +54,31 @@ fn start_daemon(paths: &Paths, replace: bool, foreground: bool) -> Result<Starte
 /// old one handed its tabs over: with nobody to keep their icons right,
 /// the names go back now, as a stop would give them.
 fn give_back_unstarted(paths: &Paths, lock: Lock, error: std::io::Error) -> Error {
-    let given_back = load_state(paths).and_then(|(state, _)| {
-        let clock = Clock::now();
-        let mut tracker = state::to_tracker(&state, clock, &Timing::REAL);
-        let (n, failure) = restore(paths, &mut tracker, false);
-        write_state(paths, &tracker, state.off, clock)?;
-        Ok((n, failure))
-    });
-    drop(lock);
-    let what = match given_back {
-        Ok((n, None)) => format!("starting the daemon ({} given back)", tab_names(n)),
-        Ok((n, Some(failure))) => format!(
-            "starting the daemon ({} given back; {failure}, the rest kept in state.json)",
-            tab_names(n)
-        ),
-        Err(failure) => format!("starting the daemon (no name given back: {failure})"),
+    // Their own "cowbell: " goes: this is one line.
+    let bare = |error: Error| {
+        let text = error.to_string();
+        text.strip_prefix("cowbell: ").unwrap_or(&text).to_string()
     };
+    let what = match load_state(paths) {
+        Ok((state, _)) => {
+            let clock = Clock::now();
+            let mut tracker = state::to_tracker(&state, clock, &Timing::REAL);
+            let (n, failure) = restore(paths, &mut tracker, false);
+            let mut what = format!("starting the daemon ({} given back", tab_names(n));
+            if let Some(failure) = failure {
+                let _ = write!(what, "; {}, the rest kept for the next try", bare(failure));
+            }
+            if let Err(failure) = write_state(paths, &tracker, state.off, clock) {
+                let _ = write!(what, "; {}", bare(failure));
+            }
+            what + ")"
+        }
+        Err(failure) => format!(
+            "starting the daemon (no name given back: {})",
+            bare(failure)
+        ),
+    };
+    drop(lock);
     Error::Io {
         what,
         source: error,
@@ -80,6 +90,7 @@ pub fn watchdog(paths: &Paths) -> Result<u8, Error> {
     match start_daemon(paths, false, false)? {
         Started::Exited(code) => Ok(code),
         Started::CannotFork(lock, error) => Err(give_back_unstarted(paths, lock, error)),
+        Started::CannotRead(error) => Err(Error::io("state")(error)),
         Started::Detached | Started::AlreadyRunning(_) | Started::Off(_) => Ok(0),
     }
 }
@@ -103,6 +114,7 @@ pub fn on(paths: &Paths) -> Result<u8, Error> {
     match start_daemon(paths, true, false)? {
         Started::Exited(code) => Ok(code),
         Started::CannotFork(lock, error) => Err(give_back_unstarted(paths, lock, error)),
+        Started::CannotRead(error) => Err(Error::io("state")(error)),
         Started::Off(_) => {
             let text = "cowbell: still off: `cowbell off` finished at the same moment; run `cowbell on` again";
             complain!("{text}");

@@ -17,6 +17,7 @@ use std::io::{self, Seek, SeekFrom, Write};
 use std::os::fd::AsFd;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::Path;
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use crate::event_loop::{Durations, EventLoop};
@@ -24,7 +25,7 @@ use crate::files;
 use crate::log::Log;
 use crate::paths::Paths;
 use crate::signals::Signals;
-use crate::state::{self, Clock};
+use crate::state::{self, Clock, State};
 use crate::sys;
 
 /// How long `--replace` waits for the old daemon to hand over, and `off`
@@ -48,7 +49,7 @@ impl Lock {
     fn write_pid(&mut self) -> io::Result<()> {
         // The pid alone in the first 32 bytes, which is all an older
         // cowbell reads: a downgraded one can still stop this daemon.
-        let line = format!("{:<31} {}\n", std::process::id(), pid_scope());
+        let line = format!("{:<31} {}\n", std::process::id(), pid_scope()?);
         self.file.set_len(0)?;
         self.file.seek(SeekFrom::Start(0))?;
         // One write: a reader never sees the pid without its scope.
@@ -127,12 +128,21 @@ pub fn try_lock(paths: &Paths) -> io::Result<Holder> {
 /// can be shared beyond one machine (an NFS home, a container with the
 /// home mounted), and a pid that a daemon elsewhere wrote would name an
 /// unrelated process here.
-fn pid_scope() -> String {
-    let boot = crate::sys::boot_id().unwrap_or_default();
+///
+/// Read once per process, and by `start` before it forks: the detached
+/// daemon has fewer descriptors to spare (its log, its signal pipe). One
+/// that cannot be read is an error, never a scope without the boot id,
+/// which every other command would take for another host's.
+fn pid_scope() -> io::Result<&'static str> {
+    static SCOPE: OnceLock<String> = OnceLock::new();
+    if let Some(scope) = SCOPE.get() {
+        return Ok(scope);
+    }
+    let boot = crate::sys::boot_id()?.unwrap_or_default();
     let namespace = std::fs::read_link("/proc/self/ns/pid")
         .map(|link| link.to_string_lossy().into_owned())
         .unwrap_or_default();
-    format!("{boot} {namespace}").trim().to_string()
+    Ok(SCOPE.get_or_init(|| format!("{boot} {namespace}").trim().to_string()))
 }
 
 /// The pid a daemon wrote into its pidfile; `None` while it has not yet
@@ -151,7 +161,7 @@ fn read_pid(file: &File) -> io::Result<Option<u32>> {
         return Ok(None);
     };
     let mut scope = words.peekable();
-    if scope.peek().is_some() && !scope.eq(pid_scope().split_whitespace()) {
+    if scope.peek().is_some() && !scope.eq(pid_scope()?.split_whitespace()) {
         return Ok(None);
     }
     Ok(pid.parse().ok())
@@ -218,7 +228,8 @@ pub struct Stopped {
 /// too.
 pub fn stop(paths: &Paths) -> io::Result<Option<Stopped>> {
     let mut signalled = None;
-    let mut give_up = Instant::now() + HANDOVER_WAIT;
+    let started = Instant::now();
+    let mut give_up = started + HANDOVER_WAIT;
     loop {
         match try_lock_confirmed(paths)? {
             Holder::Free(lock) => {
@@ -237,7 +248,10 @@ pub fn stop(paths: &Paths) -> io::Result<Option<Stopped>> {
                     Err(error) => return Err(error),
                 }
             }
-            Holder::Held(_) => {}
+            // A daemon that could not write its pid gives the names back
+            // and exits, which may take its restore's whole time.
+            Holder::Held(None) => give_up = give_up.max(started + STOP_WAIT),
+            Holder::Held(Some(_)) => {}
         }
         if Instant::now() >= give_up {
             return Ok(None);
@@ -257,6 +271,10 @@ pub enum Started {
     Off(Lock),
     /// `--foreground`, or the detached child: the loop ran and returned.
     Exited(u8),
+    /// state.json cannot be read just now: starting empty would forget
+    /// every name and an `off`, so no daemon starts, and every tab stays
+    /// as it is.
+    CannotRead(io::Error),
     /// No process could be made for the daemon; the lock is still held, so
     /// the names an old daemon handed over can be given back under it.
     CannotFork(Lock, io::Error),
@@ -266,6 +284,7 @@ pub enum Started {
 /// old daemon is asked to hand over (it exits without touching names, so
 /// a server restart does not make icons flicker).
 pub fn start(paths: &Paths, replace: bool, foreground: bool) -> io::Result<Started> {
+    pid_scope()?;
     let lock = match try_lock_patiently(paths)? {
         Holder::Free(lock) => lock,
         Holder::Held(pid) if !replace => return Ok(Started::AlreadyRunning(pid)),
@@ -274,7 +293,19 @@ pub fn start(paths: &Paths, replace: bool, foreground: bool) -> io::Result<Start
             Err(newer) => return Ok(Started::AlreadyRunning(newer)),
         },
     };
-    if state::peek_off(&paths.state_file())? {
+    // Read here, under the lock and before the fork, not by the detached
+    // daemon, which has fewer descriptors to spare (its log, its signal
+    // pipe): one that could not read it would leave no daemon at all after
+    // an old one handed over. Both clocks are read once while it holds:
+    // every save converts instants with the same offset, so an unchanged
+    // state gives the same text and is not written (and synced) again (see
+    // `EventLoop::save`).
+    let clock = Clock::now();
+    let loaded = match state::load(&paths.state_file(), clock.wall_ms / 1000) {
+        Ok(loaded) => loaded,
+        Err(error) => return Ok(Started::CannotRead(error)),
+    };
+    if loaded.0.off {
         return Ok(Started::Off(lock));
     }
     if !foreground {
@@ -287,7 +318,7 @@ pub fn start(paths: &Paths, replace: bool, foreground: bool) -> io::Result<Start
             }
         }
     }
-    Ok(Started::Exited(run(paths, lock, foreground)))
+    Ok(Started::Exited(run(paths, lock, foreground, loaded, clock)))
 }
 
 /// `try_lock`, but a holder that wrote no pid gets a moment to either
@@ -389,7 +420,15 @@ fn detach() -> io::Result<()> {
     sys::redirect_stdio(null.as_fd())
 }
 
-fn run(paths: &Paths, mut lock: Lock, foreground: bool) -> u8 {
+/// The daemon, with `loaded` the state `start` read and `clock` the
+/// reading of both clocks it read it with.
+fn run(
+    paths: &Paths,
+    mut lock: Lock,
+    foreground: bool,
+    loaded: (State, Option<String>),
+    clock: Clock,
+) -> u8 {
     let mut log = Log::open(paths.log_file());
     log.echo_to_stderr = foreground;
     // Handlers first: a signal that arrives once the pid is visible must
@@ -402,20 +441,6 @@ fn run(paths: &Paths, mut lock: Lock, foreground: bool) -> u8 {
         }
     };
     let pid_written = lock.write_pid();
-    // One reading of both clocks while it holds: every save converts
-    // instants with the same offset, so an unchanged state gives the same
-    // text and is not written (and synced) again (see `EventLoop::save`).
-    let clock = Clock::now();
-    let loaded = match state::load(&paths.state_file(), clock.wall_ms / 1000) {
-        Ok(loaded) => loaded,
-        // Starting empty would forget every name and an `off`: better no
-        // daemon until the next hook, with every tab as it is.
-        Err(error) => {
-            log.line_fmt(format_args!("state: {error}; not starting"));
-            let _ = lock.clear_pid();
-            return 1;
-        }
-    };
     let durations = Durations::from_env();
     let mut event_loop =
         EventLoop::new(paths.clone(), lock, log, signals, durations, loaded, clock);
@@ -550,13 +575,17 @@ mod tests {
         assert_eq!(pid_in(b"not a pid"), None);
         assert_eq!(pid_in(b"\xff\xfe"), None);
         assert_eq!(
-            pid_in(format!("4242 {}\n", pid_scope()).as_bytes()),
+            pid_in(format!("4242 {}\n", pid_scope().unwrap()).as_bytes()),
             Some(4242)
         );
         // Another host's (or boot's) or pid namespace's pid names nobody
         // here: the namespace alone does not tell, every host's first is
         // the same.
-        let here: Vec<String> = pid_scope().split_whitespace().map(String::from).collect();
+        let here: Vec<String> = pid_scope()
+            .unwrap()
+            .split_whitespace()
+            .map(String::from)
+            .collect();
         // On every platform: a Mac's daemon once wrote no scope, and its
         // bare pid was signalled by a Linux cowbell sharing the directory.
         assert!(!here.is_empty(), "this host's pids carry no scope");

@@ -34,8 +34,10 @@ pub fn sync_file(file: &std::fs::File) -> io::Result<()> {
 }
 
 /// This boot of this machine, as the kernel names it (a random UUID per
-/// boot); `None` where it cannot be read.
-pub fn boot_id() -> Option<String> {
+/// boot); `None` where the system has none to give (no /proc). A failure
+/// of the moment (no descriptor left) is an error: a pid scope without the
+/// boot id would pass for another host's (see `daemon::pid_scope`).
+pub fn boot_id() -> io::Result<Option<String>> {
     #[cfg(target_vendor = "apple")]
     {
         let mut buffer = [0u8; 64];
@@ -51,9 +53,13 @@ pub fn boot_id() -> Option<String> {
                 0,
             )
         };
-        cvt(ret).ok()?;
-        let text = std::str::from_utf8(buffer.get(..length)?).ok()?;
-        Some(text.trim_end_matches('\0').trim().to_string())
+        if cvt(ret).is_err() {
+            return Ok(None);
+        }
+        let text = buffer
+            .get(..length)
+            .and_then(|b| std::str::from_utf8(b).ok());
+        Ok(text.map(|text| text.trim_end_matches('\0').trim().to_string()))
     }
     #[cfg(not(target_vendor = "apple"))]
     {
@@ -62,14 +68,15 @@ pub fn boot_id() -> Option<String> {
         // the size budget).
         use std::io::Read;
         let mut buffer = [0u8; 64];
-        let mut file = std::fs::File::open("/proc/sys/kernel/random/boot_id").ok()?;
-        let length = file.read(&mut buffer).ok()?;
-        Some(
-            std::str::from_utf8(&buffer[..length])
-                .ok()?
-                .trim()
-                .to_string(),
-        )
+        let mut file = match std::fs::File::open("/proc/sys/kernel/random/boot_id") {
+            Ok(file) => file,
+            Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(error) => return Err(error),
+        };
+        let length = file.read(&mut buffer)?;
+        Ok(std::str::from_utf8(&buffer[..length])
+            .ok()
+            .map(|text| text.trim().to_string()))
     }
 }
 
@@ -367,6 +374,6 @@ mod tests {
     #[test]
     fn the_boot_id_is_the_kernels() {
         let kernels = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
-        assert_eq!(super::boot_id().as_deref(), Some(kernels.trim()));
+        assert_eq!(super::boot_id().unwrap().as_deref(), Some(kernels.trim()));
     }
 }
