@@ -593,7 +593,7 @@ fn a_file_size_limit_does_not_kill_the_daemon() {
     use std::os::unix::process::CommandExt;
     let cb = Cowbell::new();
     let (tab, pane) = cb.tab(Some("api"));
-    let mut command = launched(&cb, &["daemon", "--replace"], "startup");
+    let mut command = cb.launched(&["daemon", "--replace"], "startup");
     // SAFETY: setrlimit is async-signal-safe, as pre_exec requires.
     unsafe {
         command.pre_exec(|| {
@@ -1038,13 +1038,8 @@ fn carrying_on_after_a_handover_with_renames_queued_still_resyncs() {
             >= before + 16
     }));
     // A `--replace` interrupted while it waits (Ctrl-C on `cowbell on`).
-    let mut requester = Command::new(bin())
-        .args(["daemon", "--replace"])
-        .env_clear()
-        .envs(cb.env("startup"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
+    let mut requester = cb
+        .launched(&["daemon", "--replace"], "startup")
         .spawn()
         .unwrap();
     expect_log(&cb, "another cowbell daemon takes over", SECOND);
@@ -1508,20 +1503,6 @@ fn sigterm_during_the_reconnect_backoff_restores_names_once_herdr_is_back() {
     s.names_back_within(2 * SECOND, "SIGTERM in the backoff");
 }
 
-/// cowbell as a launcher other than herdr starts it: with herdr's
-/// environment for `event`, and no standard stream anyone reads.
-fn launched(cb: &Cowbell, args: &[&str], event: &str) -> Command {
-    let mut command = Command::new(bin());
-    command
-        .args(args)
-        .env_clear()
-        .envs(cb.env(event))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    command
-}
-
 /// A launcher that leaks one more descriptor onto the pipe it reads (a
 /// shell's `cowbell on 3>&1 | cat`): the daemon must not keep it, or the
 /// reader never sees end of file.
@@ -1538,7 +1519,7 @@ fn the_daemon_keeps_no_inherited_descriptor_open() {
     // SAFETY: both descriptors were just created and are owned here only.
     let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
     let write_raw = write.as_raw_fd();
-    let mut command = launched(&cb, &["daemon", "--replace"], "startup");
+    let mut command = cb.launched(&["daemon", "--replace"], "startup");
     // SAFETY: dup2 is async-signal-safe, as pre_exec requires.
     unsafe {
         command.pre_exec(move || {
@@ -1568,7 +1549,7 @@ fn a_daemon_started_with_signals_blocked_can_still_be_turned_off() {
     use std::os::unix::process::CommandExt;
     let cb = Cowbell::new();
     let (tab, pane) = cb.tab(Some("api"));
-    let mut command = launched(&cb, &["on"], "action");
+    let mut command = cb.launched(&["on"], "action");
     // SAFETY: the sigset calls are async-signal-safe, as pre_exec requires,
     // and work on a local plain-data set.
     unsafe {
@@ -2727,7 +2708,7 @@ fn a_sync_killed_after_its_first_rename() -> (Cowbell, String, String) {
     cb.herdr.set_status(&docs_pane, "blocked");
     // Each answer takes 600 ms: the list, api's rename, docs' rename.
     cb.herdr.set_response_delay(Duration::from_millis(600));
-    let mut sync = launched(&cb, &["sync"], "action").spawn().unwrap();
+    let mut sync = cb.launched(&["sync"], "action").spawn().unwrap();
     cb.expect_label(&api, "🔴 api", 3 * SECOND);
     assert!(sync.try_wait().unwrap().is_none(), "sync finished early");
     sync.kill().unwrap();
@@ -2924,7 +2905,7 @@ fn a_sync_killed_after_a_status_rename_keeps_an_auto_named_tab_auto_named() {
     cb.herdr.set_status(&p1, "working");
     cb.herdr.set_status(&p2, "working");
     cb.herdr.set_response_delay(Duration::from_millis(600));
-    let mut sync = launched(&cb, &["sync"], "action").spawn().unwrap();
+    let mut sync = cb.launched(&["sync"], "action").spawn().unwrap();
     cb.expect_label(&t1, "🟡 1", 3 * SECOND);
     assert!(sync.try_wait().unwrap().is_none(), "sync finished early");
     sync.kill().unwrap();

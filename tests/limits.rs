@@ -7,10 +7,10 @@
 mod support;
 
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 use std::time::Duration;
 
-use support::cowbell::{self, Cowbell, bin};
+use support::cowbell::{self, Cowbell};
 use support::fake_herdr::Options;
 
 const SECOND: Duration = Duration::from_secs(1);
@@ -29,14 +29,8 @@ enum Limit {
 
 /// `cowbell <args>` as herdr runs a hook for `event`, under `limit`.
 fn limited(cb: &Cowbell, args: &[&str], event: &str, limit: Limit) -> Output {
-    let mut command = Command::new(bin());
-    command
-        .args(args)
-        .env_clear()
-        .envs(cb.env(event))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    let mut command = cb.launched(args, event);
+    command.stdout(Stdio::piped()).stderr(Stdio::piped());
     // SAFETY: setrlimit is async-signal-safe, as pre_exec requires.
     unsafe {
         command.pre_exec(move || {

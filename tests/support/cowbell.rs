@@ -88,6 +88,20 @@ impl Cowbell {
         hooks::run_hook(&self.plugin_root, &argv, &self.env(event))
     }
 
+    /// cowbell as a launcher other than herdr starts it: with herdr's
+    /// environment for `event`, and no standard stream anyone reads.
+    pub fn launched(&self, args: &[&str], event: &str) -> std::process::Command {
+        let mut command = std::process::Command::new(bin());
+        command
+            .args(args)
+            .env_clear()
+            .envs(self.env(event))
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        command
+    }
+
     /// Runs a menu action (sets HERDR_PLUGIN_ACTION_ID like herdr does).
     pub fn action(&self, id: &str) -> HookOutcome {
         let mut env = self.env("action");
