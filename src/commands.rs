@@ -36,8 +36,12 @@ pub fn daemon(paths: &Paths, replace: bool, foreground: bool) -> Result<u8, Erro
         }
         Started::Detached => Ok(0),
         Started::Exited(code) => Ok(code),
-        Started::CannotFork(lock, error) => Err(give_back_unstarted(paths, lock, error)),
-        Started::CannotRead(error) => Err(Error::io("state")(error)),
+        Started::CannotFork {
+            lock,
+            error,
+            loaded,
+        } => Err(give_back_unstarted(paths, lock, error, loaded)),
+        Started::CannotStart(error) => Err(not_started(paths, error)),
     }
 }
 
@@ -53,44 +57,53 @@ fn start_daemon(paths: &Paths, replace: bool, foreground: bool) -> Result<Starte
 /// No daemon could be started (no process left to fork), perhaps after an
 /// old one handed its tabs over: with nobody to keep their icons right,
 /// the names go back now, as a stop would give them.
-fn give_back_unstarted(paths: &Paths, lock: Lock, error: std::io::Error) -> Error {
+fn give_back_unstarted(
+    paths: &Paths,
+    lock: Lock,
+    error: std::io::Error,
+    (state, warning): (State, Option<String>),
+) -> Error {
+    if let Some(warning) = warning {
+        complain!("cowbell: state: {warning}");
+        crate::log::Log::open(paths.log_file()).line_fmt(format_args!("state: {warning}"));
+    }
+    let clock = Clock::now();
+    let mut tracker = state::to_tracker(&state, clock, &Timing::REAL);
+    let (n, failure) = restore(paths, &mut tracker, false);
+    let mut given = format!("{} given back", tab_names(n));
     // Their own "cowbell: " goes: this is one line.
     let bare = |error: Error| {
         let text = error.to_string();
         text.strip_prefix("cowbell: ").unwrap_or(&text).to_string()
     };
-    let what = match load_state(paths) {
-        Ok((state, _)) => {
-            let clock = Clock::now();
-            let mut tracker = state::to_tracker(&state, clock, &Timing::REAL);
-            let (n, failure) = restore(paths, &mut tracker, false);
-            let mut what = format!("starting the daemon ({} given back", tab_names(n));
-            if let Some(failure) = failure {
-                let _ = write!(what, "; {}, the rest kept for the next try", bare(failure));
-            }
-            if let Err(failure) = write_state(paths, &tracker, state.off, clock) {
-                let _ = write!(what, "; {}", bare(failure));
-            }
-            what + ")"
-        }
-        Err(failure) => format!(
-            "starting the daemon (no name given back: {})",
-            bare(failure)
-        ),
-    };
-    drop(lock);
-    Error::Io {
-        what,
-        source: error,
+    if let Some(failure) = failure {
+        let _ = write!(given, "; {}, the rest kept for the next try", bare(failure));
     }
+    if let Err(failure) = write_state(paths, &tracker, state.off, clock) {
+        let _ = write!(given, "; {}", bare(failure));
+    }
+    drop(lock);
+    let why = format!("cannot make its process ({error}); {given}");
+    not_started(paths, std::io::Error::new(error.kind(), why))
+}
+
+/// A start that ended without a daemon. Said in the log too: the hooks'
+/// output goes nowhere a person looks.
+fn not_started(paths: &Paths, error: std::io::Error) -> Error {
+    crate::log::Log::open(paths.log_file()).line_fmt(format_args!("no daemon started: {error}"));
+    Error::io("no daemon started")(error)
 }
 
 /// The `pane.agent_detected` hook: make sure a daemon runs, say nothing.
 pub fn watchdog(paths: &Paths) -> Result<u8, Error> {
     match start_daemon(paths, false, false)? {
         Started::Exited(code) => Ok(code),
-        Started::CannotFork(lock, error) => Err(give_back_unstarted(paths, lock, error)),
-        Started::CannotRead(error) => Err(Error::io("state")(error)),
+        Started::CannotFork {
+            lock,
+            error,
+            loaded,
+        } => Err(give_back_unstarted(paths, lock, error, loaded)),
+        Started::CannotStart(error) => Err(not_started(paths, error)),
         Started::Detached | Started::AlreadyRunning(_) | Started::Off(_) => Ok(0),
     }
 }
@@ -113,8 +126,12 @@ pub fn on(paths: &Paths) -> Result<u8, Error> {
     }
     match start_daemon(paths, true, false)? {
         Started::Exited(code) => Ok(code),
-        Started::CannotFork(lock, error) => Err(give_back_unstarted(paths, lock, error)),
-        Started::CannotRead(error) => Err(Error::io("state")(error)),
+        Started::CannotFork {
+            lock,
+            error,
+            loaded,
+        } => Err(give_back_unstarted(paths, lock, error, loaded)),
+        Started::CannotStart(error) => Err(not_started(paths, error)),
         Started::Off(_) => {
             let text = "cowbell: still off: `cowbell off` finished at the same moment; run `cowbell on` again";
             complain!("{text}");
@@ -237,7 +254,7 @@ fn stop_daemon(paths: &Paths) -> Result<daemon::Stopped, Error> {
         None => Err(Error::Io {
             what: "stopping the daemon".into(),
             source: std::io::Error::other(format!(
-                "the pidfile {} is still locked (the daemon did not exit, or another cowbell command holds it)",
+                "the pidfile {} is still locked (the daemon did not exit, another cowbell command holds it, or a daemon on another host or in another pid namespace does)",
                 paths.pid_file().display()
             )),
         }),

@@ -249,15 +249,22 @@ pub fn stop(paths: &Paths) -> io::Result<Option<Stopped>> {
                 }
             }
             // A daemon that could not write its pid gives the names back
-            // and exits, which may take its restore's whole time.
-            Holder::Held(None) => give_up = give_up.max(started + STOP_WAIT),
-            Holder::Held(Some(_)) => {}
+            // and exits, which may take its restore's whole time. (Not a
+            // pid from another host, which never lets go for this.)
+            Holder::Held(None) if pidfile_is_empty(paths) => {
+                give_up = give_up.max(started + STOP_WAIT)
+            }
+            Holder::Held(_) => {}
         }
         if Instant::now() >= give_up {
             return Ok(None);
         }
         std::thread::sleep(LOOK_AGAIN);
     }
+}
+
+fn pidfile_is_empty(paths: &Paths) -> bool {
+    std::fs::symlink_metadata(paths.pid_file()).is_ok_and(|m| m.len() == 0)
 }
 
 /// What `start` did.
@@ -271,20 +278,45 @@ pub enum Started {
     Off(Lock),
     /// `--foreground`, or the detached child: the loop ran and returned.
     Exited(u8),
-    /// state.json cannot be read just now: starting empty would forget
-    /// every name and an `off`, so no daemon starts, and every tab stays
-    /// as it is.
-    CannotRead(io::Error),
+    /// No daemon starts, and nothing changed: state.json cannot be read
+    /// just now (starting empty would forget every name and an `off`), or
+    /// too few descriptors are left to start one.
+    CannotStart(io::Error),
     /// No process could be made for the daemon; the lock is still held, so
-    /// the names an old daemon handed over can be given back under it.
-    CannotFork(Lock, io::Error),
+    /// the names an old daemon handed over can be given back under it,
+    /// from the state as read (`loaded`, with its warning).
+    CannotFork {
+        lock: Lock,
+        error: io::Error,
+        loaded: (State, Option<String>),
+    },
 }
+
+/// The descriptors a start needs once it holds the lock: one for the
+/// state's read, then, in the detached daemon, /dev/null for its standard
+/// streams, its log and the two ends of its signal pipe.
+const START_DESCRIPTORS: usize = 5;
 
 /// Starts the daemon for this server unless one runs. With `replace`, an
 /// old daemon is asked to hand over (it exits without touching names, so
 /// a server restart does not make icons flicker).
 pub fn start(paths: &Paths, replace: bool, foreground: bool) -> io::Result<Started> {
     pid_scope()?;
+    // Kept until the lock is ours: at a descriptor limit, a start that
+    // ran out after an old daemon handed over would leave no daemon at
+    // all, so it must find out before it asks.
+    let reserve = (0..START_DESCRIPTORS)
+        .map(|_| File::open("/dev/null"))
+        .collect::<io::Result<Vec<File>>>();
+    let reserve = match reserve {
+        Ok(reserve) => reserve,
+        Err(error) => {
+            return Ok(Started::CannotStart(io::Error::new(
+                error.kind(),
+                format!("too few file descriptors left to start it ({error})"),
+            )));
+        }
+    };
     let lock = match try_lock_patiently(paths)? {
         Holder::Free(lock) => lock,
         Holder::Held(pid) if !replace => return Ok(Started::AlreadyRunning(pid)),
@@ -300,17 +332,24 @@ pub fn start(paths: &Paths, replace: bool, foreground: bool) -> io::Result<Start
     // every save converts instants with the same offset, so an unchanged
     // state gives the same text and is not written (and synced) again (see
     // `EventLoop::save`).
+    drop(reserve);
     let clock = Clock::now();
     let loaded = match state::load(&paths.state_file(), clock.wall_ms / 1000) {
         Ok(loaded) => loaded,
-        Err(error) => return Ok(Started::CannotRead(error)),
+        Err(error) => return Ok(Started::CannotStart(error)),
     };
     if loaded.0.off {
         return Ok(Started::Off(lock));
     }
     if !foreground {
         match sys::fork() {
-            Err(error) => return Ok(Started::CannotFork(lock, error)),
+            Err(error) => {
+                return Ok(Started::CannotFork {
+                    lock,
+                    error,
+                    loaded,
+                });
+            }
             Ok(sys::Forked::Parent) => return Ok(Started::Detached),
             Ok(sys::Forked::Child) => {
                 detach()?;

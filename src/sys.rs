@@ -35,7 +35,7 @@ pub fn sync_file(file: &std::fs::File) -> io::Result<()> {
 
 /// This boot of this machine, as the kernel names it (a random UUID per
 /// boot); `None` where the system has none to give (no /proc). A failure
-/// of the moment (no descriptor left) is an error: a pid scope without the
+/// of the moment (no descriptor or memory left) is an error: a pid scope without the
 /// boot id would pass for another host's (see `daemon::pid_scope`).
 pub fn boot_id() -> io::Result<Option<String>> {
     #[cfg(target_vendor = "apple")]
@@ -68,10 +68,19 @@ pub fn boot_id() -> io::Result<Option<String>> {
         // the size budget).
         use std::io::Read;
         let mut buffer = [0u8; 64];
+        // Only a failure of the moment is an error; a file this system
+        // keeps from us (no /proc, a security policy) means no boot id.
         let mut file = match std::fs::File::open("/proc/sys/kernel/random/boot_id") {
             Ok(file) => file,
-            Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(error) => return Err(error),
+            Err(error)
+                if matches!(
+                    error.raw_os_error(),
+                    Some(libc::EMFILE | libc::ENFILE | libc::ENOMEM)
+                ) =>
+            {
+                return Err(error);
+            }
+            Err(_) => return Ok(None),
         };
         let length = file.read(&mut buffer)?;
         Ok(std::str::from_utf8(&buffer[..length])

@@ -128,62 +128,77 @@ fn server_files(cb: &Cowbell) -> Vec<String> {
         .collect()
 }
 
-/// The startup hook short of descriptors: it cannot read state.json once
-/// the old daemon has handed over. The file is not corrupt and must not
-/// be moved aside (every name and an `off` went with it), the daemon must
-/// not start empty, and the message names state.json, not the pidfile or
-/// another host (the pid scope is read before the handover).
+/// A command short of descriptors cannot open state.json: the file is not
+/// corrupt and must not be moved aside (every remembered name and an
+/// `off` went with it), and the command says what it could not do.
 #[test]
 fn a_state_file_that_cannot_be_read_just_now_is_not_moved_aside() {
-    let (cb, tab, _, old) = blocked_api(1.0);
-    let replace = limited(
-        &cb,
-        &["daemon", "--replace"],
-        "startup",
-        Limit::Descriptors(4),
-    );
-    let stderr = String::from_utf8_lossy(&replace.stderr).into_owned();
-    assert!(cowbell::wait_dead(old, 5 * SECOND));
-    let started = cb.daemons();
-    for pid in &started {
-        cowbell::signal(*pid, libc::SIGKILL);
-    }
+    let cb = Cowbell::new();
+    let (tab, pane) = cb.tab(Some("api"));
+    cb.herdr.set_status(&pane, "blocked");
+    assert!(cb.run(&["sync"]).status.success());
+    let sync = limited(&cb, &["sync"], "action", Limit::Descriptors(4));
+    let stderr = String::from_utf8_lossy(&sync.stderr);
     let files = server_files(&cb);
-    let state = cb.state_json();
-    let off = cb.action("off");
-    assert_eq!(replace.status.code(), Some(1), "{stderr}");
+    assert_eq!(sync.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("state.json just now"), "{stderr}");
-    assert!(!stderr.contains("another host"), "{stderr}");
-    assert!(started.is_empty(), "a daemon started without its state");
     assert!(
         files.iter().all(|f| !f.contains("corrupt")),
-        "moved aside: {files:?}\n{}",
-        cb.log()
+        "moved aside: {files:?}"
     );
-    assert!(state.contains("\"base\":\"api\""), "{state}");
+    assert!(cb.state_json().contains("\"base\":\"api\""));
+    let off = cb.action("off");
     assert!(off.status.success(), "{}", off.stderr);
     assert_eq!(cb.herdr.label(&tab), "api", "{}", off.stdout);
 }
 
-/// The watchdog alike, with no daemon running: its error is state.json's,
-/// not "starting the daemon (…/cowbell.pid)".
+/// The startup hook short of descriptors: before it asks the old daemon
+/// to hand over, it makes sure it has what a start needs after that (the
+/// state's read, the new daemon's log, signal pipe and /dev/null), or the
+/// old daemon would leave with none to follow it, and the icons freeze.
+/// Why no daemon started goes to the log, since herdr shows no hook's
+/// output.
 #[test]
-fn a_watchdog_that_cannot_read_the_state_says_so() {
-    let cb = Cowbell::new();
-    let (_, pane) = cb.tab(Some("api"));
-    cb.herdr.set_status(&pane, "blocked");
-    let sync = cb.run(&["sync"]);
-    assert!(sync.status.success(), "{}", sync.stderr);
-    let watchdog = limited(
-        &cb,
-        &["watchdog"],
-        "pane.agent_detected",
-        Limit::Descriptors(4),
+fn a_start_short_of_descriptors_keeps_the_old_daemon() {
+    let (cb, tab, pane, old) = blocked_api(1.0);
+    let mut status = "working";
+    for limit in 4..=7 {
+        let replace = limited(
+            &cb,
+            &["daemon", "--replace"],
+            "startup",
+            Limit::Descriptors(limit),
+        );
+        let stderr = String::from_utf8_lossy(&replace.stderr).into_owned();
+        cb.herdr.set_status(&pane, status);
+        let label = if status == "working" {
+            "🟡 api"
+        } else {
+            "🔴 api"
+        };
+        let followed = cb.herdr.wait_until(3 * SECOND, |s| s.label(&tab) == label);
+        let alive = cowbell::alive(old);
+        if !followed || !alive {
+            for pid in cb.daemons() {
+                cowbell::signal(pid, libc::SIGKILL);
+            }
+        }
+        assert!(alive, "ulimit -n {limit}: the old daemon left; {stderr}");
+        assert!(followed, "ulimit -n {limit}: icon frozen; {stderr}");
+        assert_eq!(replace.status.code(), Some(1), "{stderr}");
+        assert!(!stderr.contains("cowbell.pid"), "{stderr}");
+        status = if status == "working" {
+            "blocked"
+        } else {
+            "working"
+        };
+    }
+    let log = cb.log();
+    cowbell::signal(old, libc::SIGKILL);
+    assert!(
+        log.contains("no daemon started: too few file descriptors"),
+        "{log}"
     );
-    let stderr = String::from_utf8_lossy(&watchdog.stderr);
-    assert_eq!(watchdog.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("state.json just now"), "{stderr}");
-    assert!(!stderr.contains("cowbell.pid"), "{stderr}");
 }
 
 /// The short commands write state.json too: a file size limit must make
@@ -387,4 +402,50 @@ fn a_file_size_limit_below_a_line_keeps_the_rotated_log() {
         "the old daemon's lines are gone: log.1 has {} bytes",
         rotated.len()
     );
+}
+
+/// A start that cannot fork after the launcher moved a corrupt state.json
+/// aside: the warning must not go with the state it read.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_start_that_cannot_fork_still_tells_of_a_corrupt_state() {
+    let cb = Cowbell::new();
+    let (_, pane) = cb.tab(Some("api"));
+    cb.herdr.set_status(&pane, "blocked");
+    assert!(cb.run(&["sync"]).status.success());
+    std::fs::write(cb.server_dir().join("state.json"), "{ not json").unwrap();
+    let start = limited(&cb, &["daemon"], "startup", Limit::NoFork);
+    let stderr = String::from_utf8_lossy(&start.stderr);
+    assert!(server_files(&cb).iter().any(|f| f.contains("corrupt")));
+    assert!(stderr.contains("corrupt"), "{stderr}");
+    assert!(cb.log().contains("corrupt"), "{}", cb.log());
+}
+
+/// A daemon on another host (or in another pid namespace) holds the lock
+/// for good: `off` must not wait the 15 s meant for a local daemon
+/// without a pid, and must name that possibility.
+#[test]
+fn an_off_against_another_hosts_daemon_fails_soon_and_says_why() {
+    use std::io::Write as _;
+    use std::os::fd::AsRawFd;
+    let cb = Cowbell::new();
+    cb.tab(Some("api"));
+    assert!(cb.run(&["sync"]).status.success());
+    let mut elsewhere = std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(cb.server_dir().join("cowbell.pid"))
+        .unwrap();
+    // SAFETY: flock on a descriptor this test owns.
+    assert_eq!(
+        unsafe { libc::flock(elsewhere.as_raw_fd(), libc::LOCK_EX) },
+        0
+    );
+    writeln!(elsewhere, "{} elsewhere pid:[1]", std::process::id()).unwrap();
+    let asked = std::time::Instant::now();
+    let off = cb.action("off");
+    let took = asked.elapsed();
+    assert_eq!(off.status.code(), Some(1), "{}", off.stderr);
+    assert!(took < 10 * SECOND, "off took {took:?}");
+    assert!(off.stderr.contains("another host"), "{}", off.stderr);
 }
