@@ -325,6 +325,7 @@ pub fn start(paths: &Paths, replace: bool, foreground: bool) -> io::Result<Start
             Err(newer) => return Ok(Started::AlreadyRunning(newer)),
         },
     };
+    drop(reserve);
     // Read here, under the lock and before the fork, not by the detached
     // daemon, which has fewer descriptors to spare (its log, its signal
     // pipe): one that could not read it would leave no daemon at all after
@@ -332,7 +333,6 @@ pub fn start(paths: &Paths, replace: bool, foreground: bool) -> io::Result<Start
     // every save converts instants with the same offset, so an unchanged
     // state gives the same text and is not written (and synced) again (see
     // `EventLoop::save`).
-    drop(reserve);
     let clock = Clock::now();
     let loaded = match state::load(&paths.state_file(), clock.wall_ms / 1000) {
         Ok(loaded) => loaded,

@@ -35,8 +35,9 @@ pub fn sync_file(file: &std::fs::File) -> io::Result<()> {
 
 /// This boot of this machine, as the kernel names it (a random UUID per
 /// boot); `None` where the system has none to give (no /proc). A failure
-/// of the moment (no descriptor or memory left) is an error: a pid scope without the
-/// boot id would pass for another host's (see `daemon::pid_scope`).
+/// of the moment (no descriptor or memory left) is an error: a pid scope
+/// without the boot id would pass for another host's (see
+/// `daemon::pid_scope`).
 pub fn boot_id() -> io::Result<Option<String>> {
     #[cfg(target_vendor = "apple")]
     {
