@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use miniserde::{Serialize, json};
 
 use crate::config;
-use crate::daemon::{self, Holder, Lock, Reached, Started};
+use crate::daemon::{self, Failed, Holder, Lock, Reached, Started};
 use crate::error::Error;
 use crate::fights::Timing;
 
@@ -36,12 +36,7 @@ pub fn daemon(paths: &Paths, replace: bool, foreground: bool) -> Result<u8, Erro
         }
         Started::Detached => Ok(0),
         Started::Exited(code) => Ok(code),
-        Started::CannotFork {
-            lock,
-            error,
-            loaded,
-        } => Err(give_back_unstarted(paths, lock, error, loaded)),
-        Started::CannotStart(error) => Err(not_started(paths, error)),
+        Started::Failed(failed) => Err(not_started(paths, failed)),
     }
 }
 
@@ -54,15 +49,31 @@ fn start_daemon(paths: &Paths, replace: bool, foreground: bool) -> Result<Starte
     daemon::start(paths, replace, foreground).map_err(at_pidfile(paths, "starting the daemon"))
 }
 
-/// No daemon could be started (no process left to fork), perhaps after an
-/// old one handed its tabs over: with nobody to keep their icons right,
-/// the names go back now, as a stop would give them.
-fn give_back_unstarted(
-    paths: &Paths,
-    lock: Lock,
-    error: std::io::Error,
-    (state, warning): (State, Option<String>),
-) -> Error {
+/// A start that ended without a daemon. After a fork that failed, perhaps
+/// once an old daemon handed its tabs over, nobody keeps their icons
+/// right: the names go back now, as a stop would give them. Said in the
+/// log too, since the hooks' output goes nowhere a person looks.
+fn not_started(paths: &Paths, failed: Failed) -> Error {
+    let why = match failed {
+        Failed::Unchanged(error) => error,
+        Failed::CannotFork {
+            lock,
+            error,
+            loaded,
+        } => {
+            let given = give_back(paths, lock, loaded);
+            std::io::Error::new(
+                error.kind(),
+                format!("cannot make its process ({error}); {given}"),
+            )
+        }
+    };
+    crate::log::Log::open(paths.log_file()).line_fmt(format_args!("no daemon started: {why}"));
+    Error::io("no daemon started")(why)
+}
+
+/// Gives back the names of `state` under `lock`, and says how it went.
+fn give_back(paths: &Paths, lock: Lock, (state, warning): (State, Option<String>)) -> String {
     if let Some(warning) = warning {
         complain!("cowbell: state: {warning}");
         crate::log::Log::open(paths.log_file()).line_fmt(format_args!("state: {warning}"));
@@ -83,27 +94,14 @@ fn give_back_unstarted(
         let _ = write!(given, "; {}", bare(failure));
     }
     drop(lock);
-    let why = format!("cannot make its process ({error}); {given}");
-    not_started(paths, std::io::Error::new(error.kind(), why))
-}
-
-/// A start that ended without a daemon. Said in the log too: the hooks'
-/// output goes nowhere a person looks.
-fn not_started(paths: &Paths, error: std::io::Error) -> Error {
-    crate::log::Log::open(paths.log_file()).line_fmt(format_args!("no daemon started: {error}"));
-    Error::io("no daemon started")(error)
+    given
 }
 
 /// The `pane.agent_detected` hook: make sure a daemon runs, say nothing.
 pub fn watchdog(paths: &Paths) -> Result<u8, Error> {
     match start_daemon(paths, false, false)? {
         Started::Exited(code) => Ok(code),
-        Started::CannotFork {
-            lock,
-            error,
-            loaded,
-        } => Err(give_back_unstarted(paths, lock, error, loaded)),
-        Started::CannotStart(error) => Err(not_started(paths, error)),
+        Started::Failed(failed) => Err(not_started(paths, failed)),
         Started::Detached | Started::AlreadyRunning(_) | Started::Off(_) => Ok(0),
     }
 }
@@ -126,12 +124,7 @@ pub fn on(paths: &Paths) -> Result<u8, Error> {
     }
     match start_daemon(paths, true, false)? {
         Started::Exited(code) => Ok(code),
-        Started::CannotFork {
-            lock,
-            error,
-            loaded,
-        } => Err(give_back_unstarted(paths, lock, error, loaded)),
-        Started::CannotStart(error) => Err(not_started(paths, error)),
+        Started::Failed(failed) => Err(not_started(paths, failed)),
         Started::Off(_) => {
             let text = "cowbell: still off: `cowbell off` finished at the same moment; run `cowbell on` again";
             complain!("{text}");

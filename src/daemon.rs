@@ -278,10 +278,16 @@ pub enum Started {
     Off(Lock),
     /// `--foreground`, or the detached child: the loop ran and returned.
     Exited(u8),
-    /// No daemon starts, and nothing changed: state.json cannot be read
-    /// just now (starting empty would forget every name and an `off`), or
-    /// too few descriptors are left to start one.
-    CannotStart(io::Error),
+    /// No daemon runs now.
+    Failed(Failed),
+}
+
+/// Why `start` ended without a daemon.
+pub enum Failed {
+    /// Nothing changed: state.json cannot be read just now (starting empty
+    /// would forget every name and an `off`), or too few descriptors are
+    /// left to start one.
+    Unchanged(io::Error),
     /// No process could be made for the daemon; the lock is still held, so
     /// the names an old daemon handed over can be given back under it,
     /// from the state as read (`loaded`, with its warning).
@@ -311,10 +317,10 @@ pub fn start(paths: &Paths, replace: bool, foreground: bool) -> io::Result<Start
     let reserve = match reserve {
         Ok(reserve) => reserve,
         Err(error) => {
-            return Ok(Started::CannotStart(io::Error::new(
+            return Ok(Started::Failed(Failed::Unchanged(io::Error::new(
                 error.kind(),
                 format!("too few file descriptors left to start it ({error})"),
-            )));
+            ))));
         }
     };
     let lock = match try_lock_patiently(paths)? {
@@ -336,7 +342,7 @@ pub fn start(paths: &Paths, replace: bool, foreground: bool) -> io::Result<Start
     let clock = Clock::now();
     let loaded = match state::load(&paths.state_file(), clock.wall_ms / 1000) {
         Ok(loaded) => loaded,
-        Err(error) => return Ok(Started::CannotStart(error)),
+        Err(error) => return Ok(Started::Failed(Failed::Unchanged(error))),
     };
     if loaded.0.off {
         return Ok(Started::Off(lock));
@@ -344,11 +350,11 @@ pub fn start(paths: &Paths, replace: bool, foreground: bool) -> io::Result<Start
     if !foreground {
         match sys::fork() {
             Err(error) => {
-                return Ok(Started::CannotFork {
+                return Ok(Started::Failed(Failed::CannotFork {
                     lock,
                     error,
                     loaded,
-                });
+                }));
             }
             Ok(sys::Forked::Parent) => return Ok(Started::Detached),
             Ok(sys::Forked::Child) => {
