@@ -106,11 +106,23 @@ pub fn watchdog(paths: &Paths) -> Result<u8, Error> {
     }
 }
 
+/// How long `on` waits for the daemon it started to write its pid, which
+/// takes milliseconds.
+const PID_WAIT: Duration = Duration::from_secs(2);
+
 pub fn on(paths: &Paths) -> Result<u8, Error> {
     if let Holder::Free(lock) =
         daemon::try_lock(paths).map_err(at_pidfile(paths, "locking the pidfile"))?
     {
-        let (state, _) = load_state(paths)?;
+        // Only an `off` on record needs a write; a corrupt file is left to
+        // the daemon's start, which moves it aside and says so in the log,
+        // where this action's output would go nowhere.
+        let off = state::peek_off(&paths.state_file()).map_err(Error::io("state"))?;
+        let (state, _) = if off {
+            load_state(paths)?
+        } else {
+            (State::default(), false)
+        };
         if state.off {
             let clock = Clock::now();
             write_state(
@@ -129,6 +141,22 @@ pub fn on(paths: &Paths) -> Result<u8, Error> {
             let text = "cowbell: still off: `cowbell off` finished at the same moment; run `cowbell on` again";
             complain!("{text}");
             notify_action(paths, text);
+            Ok(1)
+        }
+        // One that cannot write its pid (a full disk) gives the names back
+        // and exits at once: "on" would be untrue.
+        Started::Detached
+            if daemon::wait_for_pid(paths, PID_WAIT)
+                .ok()
+                .flatten()
+                .is_none() =>
+        {
+            let text = format!(
+                "cowbell: on, but the daemon did not stay up; its log may say why: {}",
+                paths.log_file().display()
+            );
+            complain!("{text}");
+            notify_action(paths, &text);
             Ok(1)
         }
         Started::Detached | Started::AlreadyRunning(_) => match list_tab_infos(paths) {

@@ -410,6 +410,22 @@ pub fn probe(paths: &Paths) -> io::Result<Option<u32>> {
     Ok(held_pid()?.filter(|again| *again == pid))
 }
 
+/// Waits up to `timeout` for a daemon just started to write its pid, and
+/// returns it; `None` for one that left, or stayed without a pid (one
+/// that cannot write it gives the names back and exits).
+pub fn wait_for_pid(paths: &Paths, timeout: Duration) -> io::Result<Option<u32>> {
+    let give_up = Instant::now() + timeout;
+    loop {
+        if let Some(pid) = probe(paths)? {
+            return Ok(Some(pid));
+        }
+        if Instant::now() >= give_up {
+            return Ok(None);
+        }
+        std::thread::sleep(LOOK_AGAIN);
+    }
+}
+
 /// Asks the running daemon to hand over and waits for its lock. When
 /// another replacing start wins the race, its fresh daemon is kept:
 /// `Err(pid)` says so.

@@ -449,3 +449,37 @@ fn an_off_against_another_hosts_daemon_fails_soon_and_says_why() {
     assert!(took < 10 * SECOND, "off took {took:?}");
     assert!(off.stderr.contains("another host"), "{}", off.stderr);
 }
+
+/// "Cowbell: on" whose daemon cannot write its pid (a full disk; here a
+/// file size limit of 0): the daemon gives the names back and exits at
+/// once, so "on" would be untrue.
+#[test]
+fn an_on_whose_daemon_did_not_stay_up_says_so() {
+    let (cb, tab, _, old) = blocked_api(1.0);
+    let on = limited(&cb, &["on"], "action", Limit::FileSize(0));
+    let stdout = String::from_utf8_lossy(&on.stdout);
+    let stderr = String::from_utf8_lossy(&on.stderr);
+    assert!(cowbell::wait_dead(old, 5 * SECOND));
+    assert!(cb.wait_for_no_daemon(5 * SECOND));
+    assert_eq!(cb.herdr.label(&tab), "api");
+    assert_eq!(on.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(stderr.contains("did not stay up"), "{stdout}{stderr}");
+}
+
+/// "Cowbell: on" with a corrupt state.json: moved aside by `on` itself,
+/// the warning went only to the action's output, which herdr does not
+/// show; the daemon's start moves it aside and logs it.
+#[test]
+fn an_on_with_a_corrupt_state_leaves_the_word_in_the_log() {
+    let cb = Cowbell::new();
+    let (_, pane) = cb.tab(Some("api"));
+    cb.herdr.set_status(&pane, "blocked");
+    assert!(cb.run(&["sync"]).status.success());
+    std::fs::write(cb.server_dir().join("state.json"), "{ not json").unwrap();
+    let on = cb.action("on");
+    let pid = cb.wait_for_daemon(2 * SECOND);
+    let log = cb.log();
+    cowbell::signal(pid, libc::SIGKILL);
+    assert!(on.status.success(), "{}", on.stderr);
+    assert!(log.contains("corrupt"), "{log}");
+}
