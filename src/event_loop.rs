@@ -854,14 +854,14 @@ impl EventLoop {
         self.spinner_deadline = None;
     }
 
-    /// Restores every name, then exits (signals, a disabled plugin). Also
-    /// during a handover: a SIGTERM or an `off` still means it, and the
-    /// new daemon finds the names given back (or cowbell off).
     /// Gives every name back and exits, before the loop has done anything.
     pub fn stop_at_once(&mut self, why: &str) {
         self.begin_stop(Instant::now(), why);
     }
 
+    /// Restores every name, then exits (signals, a disabled plugin). Also
+    /// during a handover: a SIGTERM or an `off` still means it, and the
+    /// new daemon finds the names given back (or cowbell off).
     fn begin_stop(&mut self, now: Instant, why: &str) {
         if let Some(Stop::Restore { .. }) = self.stop {
             return;
