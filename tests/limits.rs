@@ -121,6 +121,16 @@ fn blocked_api(scale: f64) -> (Cowbell, String, String, u32) {
     (cb, tab, pane, pid)
 }
 
+/// "api", blocked, with its icon and its state.json from a `sync`: no
+/// daemon runs.
+fn synced_api() -> (Cowbell, String) {
+    let cb = Cowbell::new();
+    let (tab, pane) = cb.tab(Some("api"));
+    cb.herdr.set_status(&pane, "blocked");
+    assert!(cb.run(&["sync"]).status.success());
+    (cb, tab)
+}
+
 fn server_files(cb: &Cowbell) -> Vec<String> {
     std::fs::read_dir(cb.server_dir())
         .unwrap()
@@ -133,10 +143,7 @@ fn server_files(cb: &Cowbell) -> Vec<String> {
 /// `off` went with it), and the command says what it could not do.
 #[test]
 fn a_state_file_that_cannot_be_read_just_now_is_not_moved_aside() {
-    let cb = Cowbell::new();
-    let (tab, pane) = cb.tab(Some("api"));
-    cb.herdr.set_status(&pane, "blocked");
-    assert!(cb.run(&["sync"]).status.success());
+    let (cb, tab) = synced_api();
     let sync = limited(&cb, &["sync"], "action", Limit::Descriptors(4));
     let stderr = String::from_utf8_lossy(&sync.stderr);
     let files = server_files(&cb);
@@ -409,10 +416,7 @@ fn a_file_size_limit_below_a_line_keeps_the_rotated_log() {
 #[cfg(target_os = "linux")]
 #[test]
 fn a_start_that_cannot_fork_still_tells_of_a_corrupt_state() {
-    let cb = Cowbell::new();
-    let (_, pane) = cb.tab(Some("api"));
-    cb.herdr.set_status(&pane, "blocked");
-    assert!(cb.run(&["sync"]).status.success());
+    let (cb, _) = synced_api();
     std::fs::write(cb.server_dir().join("state.json"), "{ not json").unwrap();
     let start = limited(&cb, &["daemon"], "startup", Limit::NoFork);
     let stderr = String::from_utf8_lossy(&start.stderr);
@@ -428,9 +432,7 @@ fn a_start_that_cannot_fork_still_tells_of_a_corrupt_state() {
 fn an_off_against_another_hosts_daemon_fails_soon_and_says_why() {
     use std::io::Write as _;
     use std::os::fd::AsRawFd;
-    let cb = Cowbell::new();
-    cb.tab(Some("api"));
-    assert!(cb.run(&["sync"]).status.success());
+    let (cb, _) = synced_api();
     let mut elsewhere = std::fs::OpenOptions::new()
         .write(true)
         .truncate(true)
@@ -471,10 +473,7 @@ fn an_on_whose_daemon_did_not_stay_up_says_so() {
 /// show; the daemon's start moves it aside and logs it.
 #[test]
 fn an_on_with_a_corrupt_state_leaves_the_word_in_the_log() {
-    let cb = Cowbell::new();
-    let (_, pane) = cb.tab(Some("api"));
-    cb.herdr.set_status(&pane, "blocked");
-    assert!(cb.run(&["sync"]).status.success());
+    let (cb, _) = synced_api();
     std::fs::write(cb.server_dir().join("state.json"), "{ not json").unwrap();
     let on = cb.action("on");
     let pid = cb.wait_for_daemon(2 * SECOND);
