@@ -90,7 +90,7 @@ fn give_back(paths: &Paths, lock: Lock, (state, warning): (State, Option<String>
     if let Some(failure) = failure {
         let _ = write!(given, "; {}, the rest kept for the next try", bare(failure));
     }
-    if let Err(failure) = write_state(paths, &tracker, state.off, clock) {
+    if let Err(failure) = write_state(paths, &lock, &tracker, state.off, clock) {
         let _ = write!(given, "; {}", bare(failure));
     }
     drop(lock);
@@ -127,6 +127,7 @@ pub fn on(paths: &Paths) -> Result<u8, Error> {
             let clock = Clock::now();
             write_state(
                 paths,
+                &lock,
                 &state::to_tracker(&state, clock, &Timing::REAL),
                 false,
                 clock,
@@ -184,7 +185,7 @@ pub fn off(paths: &Paths, every_tab: bool) -> Result<u8, Error> {
     let (n, failure) = restore(paths, &mut tracker, every_tab || lost);
     // What a daemon could not give back, it left in state.json.
     let daemon_restored = daemon_ran && state.tabs.is_empty();
-    let recorded = write_state(paths, &tracker, true, clock);
+    let recorded = write_state(paths, &lock, &tracker, true, clock);
     drop(lock);
     // The daemon may have recorded off before it exited; if nobody did,
     // the next hook starts one that puts the icons back on.
@@ -227,7 +228,7 @@ fn finish_restore(paths: &Paths, lock: Lock) -> Result<u8, Error> {
     let clock = Clock::now();
     let mut tracker = state::to_tracker(&state, clock, &Timing::REAL);
     let (n, failure) = restore(paths, &mut tracker, false);
-    write_state(paths, &tracker, state.off, clock)?;
+    write_state(paths, &lock, &tracker, state.off, clock)?;
     drop(lock);
     if let Some(error) = failure {
         complain!("{}", restore_failure_message(&error, n, &tracker));
@@ -366,7 +367,7 @@ pub fn sync(paths: &Paths) -> Result<u8, Error> {
     // fails again below, where it is said; the renames go out all the
     // same, as the daemon's do.
     if !plan.renames.is_empty() {
-        let _ = write_state(paths, &tracker, false, clock);
+        let _ = write_state(paths, &lock, &tracker, false, clock);
     }
     let mut applied = Vec::new();
     let unfinished = send_renames(paths, &plan.renames, "renaming", &mut |rename| {
@@ -375,7 +376,7 @@ pub fn sync(paths: &Paths) -> Result<u8, Error> {
     for rename in applied {
         tracker.confirm(&rename.tab_id, &rename.label);
     }
-    write_state(paths, &tracker, false, Clock::now())?;
+    write_state(paths, &lock, &tracker, false, Clock::now())?;
     drop(lock);
     Ok(if unfinished.why.is_some() { 3 } else { 0 })
 }
@@ -499,8 +500,20 @@ fn at_pidfile(paths: &Paths, doing: &str) -> impl FnOnce(std::io::Error) -> Erro
     Error::io(format!("{doing} ({})", paths.pid_file().display()))
 }
 
-fn write_state(paths: &Paths, tracker: &Tracker, off: bool, clock: Clock) -> Result<(), Error> {
-    state::save_tracker(&paths.state_file(), tracker, off, false, clock, &mut None)
+/// Writes state.json beside the pidfile `lock` holds (see `Lock::dir`).
+fn write_state(
+    paths: &Paths,
+    lock: &Lock,
+    tracker: &Tracker,
+    off: bool,
+    clock: Clock,
+) -> Result<(), Error> {
+    let dir = lock.dir(paths).and_then(|dir| {
+        dir.ok_or_else(|| {
+            std::io::Error::other("the state directory was deleted or replaced meanwhile")
+        })
+    });
+    dir.and_then(|dir| state::save_tracker(&dir, tracker, off, false, clock, &mut None))
         .map(|_| ())
         .map_err(Error::io(format!(
             "writing {}",

@@ -21,9 +21,9 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use crate::event_loop::{Durations, EventLoop};
-use crate::files;
+use crate::files::{self, Dir};
 use crate::log::Log;
-use crate::paths::Paths;
+use crate::paths::{PID_FILE, Paths};
 use crate::signals::Signals;
 use crate::state::{self, Clock, State};
 use crate::sys;
@@ -60,6 +60,29 @@ impl Lock {
     /// Empties the pidfile, so the pid names nobody once the lock is free.
     fn clear_pid(&self) -> io::Result<()> {
         self.file.set_len(0)
+    }
+
+    /// The per-server directory, if it still holds this lock's pidfile:
+    /// state.json belongs to whoever holds the pidfile beside it, and is
+    /// written only through this. By path, a save begun before the state
+    /// directory was deleted could land in the one made since, over the
+    /// `off` that the new pidfile's holder recorded there; through the
+    /// directory's descriptor it lands in the deleted one, or fails.
+    /// `None` when the pidfile was deleted or replaced.
+    pub fn dir(&self, paths: &Paths) -> io::Result<Option<Dir>> {
+        let gone = |error: &io::Error| error.kind() == io::ErrorKind::NotFound;
+        let dir = match Dir::open(&paths.server_dir) {
+            Ok(dir) => dir,
+            Err(error) if gone(&error) => return Ok(None),
+            Err(error) => return Err(error),
+        };
+        let mine = self.file.metadata()?;
+        match dir.identity(PID_FILE) {
+            Ok(there) if there == (mine.dev(), mine.ino()) => Ok(Some(dir)),
+            Ok(_) => Ok(None),
+            Err(error) if gone(&error) => Ok(None),
+            Err(error) => Err(error),
+        }
     }
 
     /// Whether `path` is still the file this lock is on. Deleting the

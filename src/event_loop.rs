@@ -1483,10 +1483,13 @@ impl EventLoop {
         // the pidfile gone (a deleted directory) or another daemon's, this
         // one writes nothing until it has locked it again (see
         // `check_pidfile`, and the way out in `run`), or it might put its
-        // flag over an `off` recorded meanwhile.
-        if !self.lock.is_at(&self.paths.pid_file()) {
-            return;
-        }
+        // flag over an `off` recorded meanwhile. `Lock::dir` keeps a save
+        // begun before a deletion out of the directory made since.
+        let dir = match self.lock.dir(&self.paths) {
+            Ok(Some(dir)) => Ok(dir),
+            Ok(None) => return,
+            Err(error) => Err(error),
+        };
         // After a suspend or a wall-clock step the old offset would put
         // every saved time (a cool-down's end, say) off by as much.
         let now = Clock::now();
@@ -1496,14 +1499,16 @@ impl EventLoop {
         // Running until the save on the way out (see `State::daemon_running`),
         // and a killed predecessor's record stays until its tabs were seen.
         let running = self.exit_code.is_none() || self.tracker.crash_unexamined();
-        let saved = state::save_tracker(
-            &self.paths.state_file(),
-            &self.tracker,
-            self.off,
-            running,
-            self.clock,
-            &mut self.last_saved,
-        );
+        let saved = dir.and_then(|dir| {
+            state::save_tracker(
+                &dir,
+                &self.tracker,
+                self.off,
+                running,
+                self.clock,
+                &mut self.last_saved,
+            )
+        });
         // A failed save is tried again at every later one, but said once:
         // a read-only directory must not cost a log line per resync.
         match saved {

@@ -8,9 +8,11 @@
 
 use std::fs::{self, DirBuilder, File, OpenOptions};
 use std::io::{self, Read, Write};
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
+
+use crate::sys;
 
 /// FNV-1a: a stable, tiny hash of bytes, to name a server's directory
 /// after its socket and to know whether a file's text changed.
@@ -86,7 +88,7 @@ fn regular(file: File) -> io::Result<File> {
             "not a regular file",
         ));
     }
-    crate::sys::set_blocking(file.as_fd())?;
+    sys::set_blocking(file.as_fd())?;
     Ok(file)
 }
 
@@ -132,30 +134,46 @@ fn read_regular(path: &Path, cap: u64, flags: libc::c_int) -> io::Result<Option<
     Ok(Some(bytes))
 }
 
-/// Replaces `path` with `bytes`: temp file in the same directory, 0600,
-/// `sync_file`, `rename`. A symlink at `path` is replaced, not followed.
-/// The caller is the only writer (it holds the pidfile lock), so the temp
-/// file has one name, and the next save clears what a killed one left.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
-    let temp = path.with_file_name(format!(".{name}.tmp"));
-    // A leftover of a killed writer would make `create_new` fail.
-    let _ = fs::remove_file(&temp);
-    let result = (|| {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(&temp)?;
-        file.write_all(bytes)?;
-        crate::sys::sync_file(&file)?;
-        fs::rename(&temp, path)
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&temp);
+/// A directory held by its descriptor: what is written through it lands in
+/// this directory, even after its path was deleted and made again (then it
+/// fails, as the directory has gone). See `daemon::Lock::dir`.
+pub struct Dir(OwnedFd);
+
+impl Dir {
+    pub fn open(path: &Path) -> io::Result<Dir> {
+        let dir = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(path)?;
+        Ok(Dir(dir.into()))
     }
-    result
+
+    /// The device and inode of `name` here, a symlink not followed.
+    pub fn identity(&self, name: &str) -> io::Result<(u64, u64)> {
+        sys::identity_at(self.0.as_fd(), name)
+    }
+
+    /// Replaces `name` with `bytes`: temp file beside it, 0600,
+    /// `sync_file`, `rename`. A symlink at `name` is replaced, not
+    /// followed. The caller is the only writer (it holds the pidfile lock
+    /// beside it), so the temp file has one name, and the next save clears
+    /// what a killed one left.
+    pub fn write_atomically(&self, name: &str, bytes: &[u8]) -> io::Result<()> {
+        let dir = self.0.as_fd();
+        let temp = format!(".{name}.tmp");
+        // A leftover of a killed writer would make the create fail.
+        let _ = sys::unlink_at(dir, &temp);
+        let result = (|| {
+            let mut file = File::from(sys::create_new_at(dir, &temp, 0o600)?);
+            file.write_all(bytes)?;
+            sys::sync_file(&file)?;
+            sys::rename_at(dir, &temp, name)
+        })();
+        if result.is_err() {
+            let _ = sys::unlink_at(dir, &temp);
+        }
+        result
+    }
 }
 
 #[cfg(test)]
@@ -195,10 +213,11 @@ pub mod tests {
             0o700
         );
         let file = dir.join("f");
-        write_atomically(&file, b"one").unwrap();
+        let held = Dir::open(&dir).unwrap();
+        held.write_atomically("f", b"one").unwrap();
         // A temp file left by a crash does not block the next save.
         fs::write(dir.join(".f.tmp"), b"stale").unwrap();
-        write_atomically(&file, b"two").unwrap();
+        held.write_atomically("f", b"two").unwrap();
         assert_eq!(fs::read(&file).unwrap(), b"two");
         assert!(!dir.join(".f.tmp").exists());
         assert_eq!(
@@ -237,11 +256,33 @@ pub mod tests {
         std::os::unix::fs::symlink(&target, &link).unwrap();
         assert!(read_capped(&link, 100).is_err());
         assert!(open_private(&link, true).is_err());
-        write_atomically(&link, b"new").unwrap();
+        Dir::open(&temp.0)
+            .unwrap()
+            .write_atomically("link", b"new")
+            .unwrap();
         assert_eq!(fs::read(&target).unwrap(), b"precious");
         let dir_link = temp.0.join("dirlink");
         std::os::unix::fs::symlink(&temp.0, &dir_link).unwrap();
         assert!(ensure_private_dir(&dir_link).is_err());
+        assert!(Dir::open(&dir_link).is_err());
+    }
+
+    /// The state directory deleted and made again by someone else: a write
+    /// through the old one must not land in the new one, over what its
+    /// pidfile's holder wrote there.
+    #[test]
+    fn a_held_directory_deleted_and_made_again_gets_no_write() {
+        let temp = TempDir::new("remade");
+        let dir = temp.0.join("server");
+        ensure_private_dir(&dir).unwrap();
+        let held = Dir::open(&dir).unwrap();
+        fs::remove_dir(&dir).unwrap();
+        ensure_private_dir(&dir).unwrap();
+        fs::write(dir.join("state.json"), b"theirs").unwrap();
+        assert!(held.write_atomically("state.json", b"mine").is_err());
+        assert_eq!(fs::read(dir.join("state.json")).unwrap(), b"theirs");
+        assert_eq!(fs::read_dir(&dir).unwrap().count(), 1);
+        assert!(held.identity("state.json").is_err());
     }
 
     #[test]
@@ -260,7 +301,8 @@ pub mod tests {
         let path = temp.0.join("state.json");
         // A non-empty directory where the file goes: the rename fails.
         fs::create_dir_all(path.join("x")).unwrap();
-        assert!(write_atomically(&path, b"new").is_err());
+        let held = Dir::open(&temp.0).unwrap();
+        assert!(held.write_atomically("state.json", b"new").is_err());
         let names: Vec<_> = fs::read_dir(&temp.0)
             .unwrap()
             .map(|entry| entry.unwrap().file_name())

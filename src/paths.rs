@@ -10,6 +10,10 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+/// The names in the per-server directory.
+pub const STATE_FILE: &str = "state.json";
+pub const PID_FILE: &str = "cowbell.pid";
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct Paths {
     pub socket: PathBuf,
@@ -58,11 +62,11 @@ impl Paths {
     }
 
     pub fn state_file(&self) -> PathBuf {
-        self.server_dir.join("state.json")
+        self.server_dir.join(STATE_FILE)
     }
 
     pub fn pid_file(&self) -> PathBuf {
-        self.server_dir.join("cowbell.pid")
+        self.server_dir.join(PID_FILE)
     }
 
     pub fn log_file(&self) -> PathBuf {

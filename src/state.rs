@@ -22,7 +22,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use miniserde::{Deserialize, Serialize, json, ser};
 
 use crate::fights::{FightRecord, Timing};
-use crate::files;
+use crate::files::{self, Dir};
+use crate::paths::STATE_FILE;
 use crate::resync::{TabRecord, Tracker};
 
 pub const VERSION: u64 = 1;
@@ -266,7 +267,7 @@ fn corrupt_name(path: &Path, now_unix_secs: u64) -> PathBuf {
 /// save that failed (a full disk) is tried again at the next one. Returns
 /// whether it wrote.
 pub fn save_tracker(
-    path: &Path,
+    dir: &Dir,
     tracker: &Tracker,
     off: bool,
     daemon_running: bool,
@@ -274,10 +275,10 @@ pub fn save_tracker(
     last_saved: &mut Option<u64>,
 ) -> io::Result<bool> {
     let text = encode_tracker(tracker, off, daemon_running, clock);
-    write_unless_saved(path, &text, last_saved)
+    write_unless_saved(dir, &text, last_saved)
 }
 
-fn write_unless_saved(path: &Path, text: &str, last_saved: &mut Option<u64>) -> io::Result<bool> {
+fn write_unless_saved(dir: &Dir, text: &str, last_saved: &mut Option<u64>) -> io::Result<bool> {
     let fingerprint = files::fingerprint(text.as_bytes());
     if *last_saved == Some(fingerprint) {
         return Ok(false);
@@ -290,10 +291,7 @@ fn write_unless_saved(path: &Path, text: &str, last_saved: &mut Option<u64>) -> 
             text.len()
         )));
     }
-    if let Some(dir) = path.parent() {
-        files::ensure_private_dir(dir)?;
-    }
-    files::write_atomically(path, text.as_bytes())?;
+    dir.write_atomically(STATE_FILE, text.as_bytes())?;
     *last_saved = Some(fingerprint);
     Ok(true)
 }
@@ -463,8 +461,12 @@ mod tests {
         })
     }
 
+    /// As the program saves: through the directory, which the pidfile's
+    /// lock made.
     fn save(path: &Path, state: &State, last_saved: &mut Option<u64>) -> io::Result<bool> {
-        write_unless_saved(path, &encode(state), last_saved)
+        let dir = path.parent().unwrap();
+        files::ensure_private_dir(dir)?;
+        write_unless_saved(&Dir::open(dir)?, &encode(state), last_saved)
     }
 
     /// What the daemon's streamed save holds, as a `State`.

@@ -2,7 +2,8 @@
 //!
 //! Every `unsafe` block of cowbell except the signal handling (in
 //! `signals`) lives here: a non-blocking Unix socket connect, `poll(2)`,
-//! `flock(2)`, the pieces of detaching (fork, setsid, dup2), `kill(2)` and
+//! `flock(2)`, the `*at` calls that write inside a directory held open,
+//! the pieces of detaching (fork, setsid, dup2), `kill(2)` and
 //! `sigqueue(2)`, and the macOS flush and boot id. Each returns `io::Result`,
 //! with `cvt` turning `-1` into the `errno` error, and owns its fds as
 //! `OwnedFd` so nothing is closed twice or leaked across `exec`.
@@ -240,6 +241,63 @@ pub fn poll(entries: &mut [libc::pollfd], timeout_ms: libc::c_int) -> io::Result
         Err(error) if error.kind() == io::ErrorKind::Interrupted => Ok(0),
         Err(error) => Err(error),
     }
+}
+
+/// A name inside a directory, for the `*at` calls.
+fn c_name(name: &str) -> io::Result<std::ffi::CString> {
+    std::ffi::CString::new(name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))
+}
+
+/// Creates `name` in `dir`, which must not exist yet (no symlink is
+/// followed), for writing; close-on-exec, with `mode` less the umask.
+pub fn create_new_at(dir: BorrowedFd<'_>, name: &str, mode: libc::mode_t) -> io::Result<OwnedFd> {
+    let name = c_name(name)?;
+    let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    // SAFETY: `name` is a valid C string for the call's duration, and the
+    // fd openat returns is fresh and owned by nothing else.
+    unsafe {
+        let fd = cvt(libc::openat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            flags,
+            mode as libc::c_uint,
+        ))?;
+        Ok(OwnedFd::from_raw_fd(fd))
+    }
+}
+
+/// Renames `from` to `to`, both in `dir`.
+pub fn rename_at(dir: BorrowedFd<'_>, from: &str, to: &str) -> io::Result<()> {
+    let (from, to) = (c_name(from)?, c_name(to)?);
+    // SAFETY: both names are valid C strings for the call's duration.
+    cvt(unsafe { libc::renameat(dir.as_raw_fd(), from.as_ptr(), dir.as_raw_fd(), to.as_ptr()) })?;
+    Ok(())
+}
+
+/// Removes the file `name` from `dir`.
+pub fn unlink_at(dir: BorrowedFd<'_>, name: &str) -> io::Result<()> {
+    let name = c_name(name)?;
+    // SAFETY: `name` is a valid C string for the call's duration.
+    cvt(unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), 0) })?;
+    Ok(())
+}
+
+/// The device and inode of `name` in `dir`, a symlink not followed.
+pub fn identity_at(dir: BorrowedFd<'_>, name: &str) -> io::Result<(u64, u64)> {
+    let name = c_name(name)?;
+    let mut stat = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: fstatat fills `stat` when it returns 0, and only then is it read.
+    cvt(unsafe {
+        libc::fstatat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            stat.as_mut_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    })?;
+    let stat = unsafe { stat.assume_init() };
+    #[allow(clippy::unnecessary_cast)] // u64 on Linux, not on every target
+    Ok((stat.st_dev as u64, stat.st_ino as u64))
 }
 
 /// Tries to take an exclusive `flock` without waiting: `Ok(false)` when

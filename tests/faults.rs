@@ -1731,8 +1731,10 @@ fn off_after_the_state_directory_was_deleted_survives_a_resync() {
     let state = cb.state_json();
     assert!(
         gone && cb.herdr.label(&tab) == "api" && state.contains("\"off\":true"),
-        "off said {:?}, yet the daemon ran on: label {:?}; state {state}\n{}",
+        "off said {:?} {:?} (exit {:?}), yet the daemon ran on: label {:?}; state {state}\n{}",
         outcome.stdout,
+        outcome.stderr,
+        outcome.status.code(),
         cb.herdr.label(&tab),
         cb.log()
     );
