@@ -35,6 +35,11 @@ pub const HANDOVER_WAIT: Duration = Duration::from_secs(5);
 /// to give every name back and exit (its restore retries for up to 10 s).
 pub const STOP_WAIT: Duration = Duration::from_secs(15);
 
+/// How long a writer of state.json waits for another one to finish (a
+/// write and a sync: milliseconds) before its write fails, to be tried
+/// again at the next save.
+const WRITE_WAIT: Duration = Duration::from_secs(1);
+
 /// How long a pid must stay in a held pidfile to be trusted (see above).
 const CONFIRM: Duration = Duration::from_millis(20);
 
@@ -62,13 +67,16 @@ impl Lock {
         self.file.set_len(0)
     }
 
-    /// The per-server directory, if it still holds this lock's pidfile:
-    /// state.json belongs to whoever holds the pidfile beside it, and is
-    /// written only through this. By path, a save begun before the state
-    /// directory was deleted could land in the one made since, over the
-    /// `off` that the new pidfile's holder recorded there; through the
-    /// directory's descriptor it lands in the deleted one, or fails.
-    /// `None` when the pidfile was deleted or replaced.
+    /// The per-server directory, if it still holds this lock's pidfile,
+    /// locked until dropped: state.json belongs to whoever holds the
+    /// pidfile beside it, and is written only through this. A save checks,
+    /// then writes; in between, the pidfile can be deleted and a new one's
+    /// holder record `off`. By path, the save would land in a directory
+    /// made since, over that `off`; through the directory's descriptor it
+    /// lands in the deleted one, or fails. And when only the files were
+    /// deleted, the directory's lock makes the new holder's write wait
+    /// for the save, so its `off` comes last. `None` when the pidfile was
+    /// deleted or replaced.
     pub fn dir(&self, paths: &Paths) -> io::Result<Option<Dir>> {
         let gone = |error: &io::Error| error.kind() == io::ErrorKind::NotFound;
         let dir = match Dir::open(&paths.server_dir) {
@@ -76,6 +84,7 @@ impl Lock {
             Err(error) if gone(&error) => return Ok(None),
             Err(error) => return Err(error),
         };
+        dir.lock(WRITE_WAIT)?;
         let mine = self.file.metadata()?;
         match dir.identity(PID_FILE) {
             Ok(there) if there == (mine.dev(), mine.ino()) => Ok(Some(dir)),
@@ -649,6 +658,45 @@ mod tests {
         drop(lock);
         assert_eq!(probe(&paths).unwrap(), None);
         assert!(matches!(try_lock(&paths).unwrap(), Holder::Free(_)));
+    }
+
+    /// The pidfile and state.json deleted (the directory kept) while a
+    /// save is between its check and its write, and a command locked a new
+    /// pidfile meanwhile: the command's write must wait for the save's.
+    #[test]
+    fn a_writer_holds_the_directory_from_its_check_to_its_write() {
+        let dir = TempDir::new("write-lock");
+        let paths = paths_in(&dir);
+        let Holder::Free(daemon) = try_lock(&paths).unwrap() else {
+            panic!("the lock should be free");
+        };
+        let saving = daemon
+            .dir(&paths)
+            .unwrap()
+            .expect("the pidfile is the daemon's");
+        std::fs::remove_file(paths.pid_file()).unwrap();
+        let Holder::Free(command) = try_lock(&paths).unwrap() else {
+            panic!("the new pidfile should be free");
+        };
+        let waited = Instant::now();
+        let writer = {
+            let paths = paths.clone();
+            std::thread::spawn(move || {
+                let mine = command.dir(&paths).unwrap().is_some();
+                (mine, waited.elapsed())
+            })
+        };
+        std::thread::sleep(Duration::from_millis(100));
+        saving.write_atomically("state.json", b"saved").unwrap();
+        drop(saving);
+        let (mine, after) = writer.join().unwrap();
+        assert!(mine, "the new pidfile's holder writes next");
+        assert!(
+            after >= Duration::from_millis(100),
+            "it wrote after {after:?}"
+        );
+        // And the old holder finds its pidfile gone.
+        assert!(daemon.dir(&paths).unwrap().is_none());
     }
 
     #[test]

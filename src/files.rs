@@ -11,6 +11,7 @@ use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use crate::sys;
 
@@ -146,6 +147,26 @@ impl Dir {
             .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(path)?;
         Ok(Dir(dir.into()))
+    }
+
+    /// Takes this directory's `flock`, waiting up to `wait` for another
+    /// holder, for as long as this `Dir` is open. Where the file system
+    /// cannot lock a directory (Linux's NFS client refuses an exclusive
+    /// lock on a descriptor not open for writing), it goes on without.
+    pub fn lock(&self, wait: Duration) -> io::Result<()> {
+        let give_up = Instant::now() + wait;
+        loop {
+            match sys::try_lock_exclusive(self.0.as_fd()) {
+                Ok(true) | Err(_) => return Ok(()),
+                Ok(false) if Instant::now() >= give_up => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::WouldBlock,
+                        "another cowbell process kept writing there",
+                    ));
+                }
+                Ok(false) => std::thread::sleep(Duration::from_millis(1)),
+            }
+        }
     }
 
     /// The device and inode of `name` here, a symlink not followed.

@@ -1740,6 +1740,34 @@ fn off_after_the_state_directory_was_deleted_survives_a_resync() {
     );
 }
 
+/// The same with only the files deleted (`rm <dir>/*`, or an `rm -rf`
+/// that lost its race with a save and stopped at the directory): the
+/// daemon locks a new pidfile in the same directory, and a save it began
+/// before the deletion must not put its flag over the `off` given since.
+#[test]
+fn off_after_the_state_files_were_deleted_survives_a_resync() {
+    let (cb, tab, pane, pid) = blocked_api(20.0);
+    for entry in std::fs::read_dir(cb.server_dir()).unwrap().flatten() {
+        let _ = std::fs::remove_file(entry.path());
+    }
+    let outcome = cb.action("off");
+    cb.herdr.set_status(&pane, "working");
+    let gone = cowbell::wait_dead(pid, 7 * SECOND);
+    if !gone {
+        cowbell::signal(pid, libc::SIGKILL);
+    }
+    let state = cb.state_json();
+    assert!(
+        gone && cb.herdr.label(&tab) == "api" && state.contains("\"off\":true"),
+        "off said {:?} {:?} (exit {:?}), yet the daemon ran on: label {:?}; state {state}\n{}",
+        outcome.stdout,
+        outcome.stderr,
+        outcome.status.code(),
+        cb.herdr.label(&tab),
+        cb.log()
+    );
+}
+
 /// The same with herdr down, so no resync comes: the daemon's exit at the
 /// idle time must not put its flag over the one `off` wrote, and the next
 /// server start must find cowbell off.
