@@ -111,8 +111,12 @@ pub fn watchdog(paths: &Paths) -> Result<u8, Error> {
 const PID_WAIT: Duration = Duration::from_secs(2);
 
 pub fn on(paths: &Paths) -> Result<u8, Error> {
-    if let Holder::Free(lock) =
-        daemon::try_lock(paths).map_err(at_pidfile(paths, "locking the pidfile"))?
+    // A short command may hold the lock a moment (a watchdog that found
+    // cowbell off, the startup hook giving names back): the flag is
+    // cleared under the lock all the same once it lets go, or the start
+    // below would find cowbell still off. A daemon's pid means it is on.
+    if let Holder::Free(lock) = daemon::try_lock_waiting(paths, daemon::HANDOVER_WAIT)
+        .map_err(at_pidfile(paths, "locking the pidfile"))?
     {
         // Only an `off` on record needs a write; a corrupt file is left to
         // the daemon's start, which moves it aside and says so in the log,

@@ -401,7 +401,12 @@ pub fn start(paths: &Paths, replace: bool, foreground: bool) -> io::Result<Start
 /// `try_lock`, but a holder that wrote no pid gets a moment to either
 /// write one (a starting daemon) or let go (a short command).
 pub fn try_lock_patiently(paths: &Paths) -> io::Result<Holder> {
-    let give_up = Instant::now() + PIDLESS_WAIT;
+    try_lock_waiting(paths, PIDLESS_WAIT)
+}
+
+/// `try_lock_patiently`, waiting up to `wait` for a holder with no pid.
+pub fn try_lock_waiting(paths: &Paths, wait: Duration) -> io::Result<Holder> {
+    let give_up = Instant::now() + wait;
     loop {
         match try_lock(paths)? {
             Holder::Held(None) if Instant::now() < give_up => {

@@ -1839,6 +1839,38 @@ fn an_exit_while_a_command_holds_the_new_pidfile_keeps_the_names() {
     );
 }
 
+/// `on` while cowbell is off and a short command holds the pidfile for a
+/// moment (a watchdog's look, the startup hook giving names back): `on`
+/// waits for it and turns cowbell on, rather than leaving it off and
+/// blaming an `off` nobody ran.
+#[test]
+fn on_while_a_command_holds_the_pidfile_turns_cowbell_on() {
+    let (cb, tab, _, pid) = blocked_api(1.0);
+    assert!(cb.action("off").status.success());
+    assert!(cowbell::wait_dead(pid, 3 * SECOND));
+    let held = std::fs::OpenOptions::new()
+        .write(true)
+        .open(cb.server_dir().join("cowbell.pid"))
+        .unwrap();
+    // SAFETY: flock on a descriptor this test owns.
+    assert_eq!(unsafe { libc::flock(held.as_raw_fd(), libc::LOCK_EX) }, 0);
+    let command = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        drop(held);
+    });
+    let on = cb.action("on");
+    command.join().unwrap();
+    let state = cb.state_json();
+    assert!(
+        on.status.success() && state.contains("\"off\":false"),
+        "on said {:?} {:?} (exit {:?}); state {state}",
+        on.stdout,
+        on.stderr,
+        on.status.code()
+    );
+    cb.expect_label(&tab, "🔴 api", 3 * SECOND);
+}
+
 /// Once the daemon locked a new pidfile, its log is there again too.
 #[test]
 fn the_log_comes_back_with_the_new_pidfile() {
