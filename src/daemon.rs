@@ -63,7 +63,7 @@ impl Lock {
     }
 
     /// Empties the pidfile, so the pid names nobody once the lock is free.
-    fn clear_pid(&self) -> io::Result<()> {
+    pub fn clear_pid(&self) -> io::Result<()> {
         self.file.set_len(0)
     }
 
@@ -467,7 +467,8 @@ pub fn wait_for_pid(paths: &Paths, timeout: Duration) -> io::Result<Option<u32>>
 /// another replacing start wins the race, its fresh daemon is kept:
 /// `Err(pid)` says so.
 fn take_over(paths: &Paths) -> io::Result<Result<Lock, Option<u32>>> {
-    let give_up = Instant::now() + HANDOVER_WAIT;
+    let started = Instant::now();
+    let mut give_up = started + HANDOVER_WAIT;
     let mut signalled = None;
     loop {
         match try_lock_confirmed(paths)? {
@@ -482,6 +483,13 @@ fn take_over(paths: &Paths) -> io::Result<Result<Lock, Option<u32>>> {
                 Err(error) if error.raw_os_error() == Some(libc::ESRCH) => {}
                 Err(error) => return Err(error),
             },
+            // The old daemon empties its pidfile once it has decided to
+            // go (see the event loop's handover): it lets go as soon as its
+            // last save is on disk, which may take longer than the wait
+            // above, and giving up then would leave no daemon at all.
+            Holder::Held(None) if signalled.is_some() && pidfile_is_empty(paths) => {
+                give_up = give_up.max(started + STOP_WAIT)
+            }
             Holder::Held(_) => {}
         }
         if Instant::now() >= give_up {

@@ -544,6 +544,15 @@ impl EventLoop {
                 self.disconnected("carrying on after a handover that did not happen", now);
                 return true;
             }
+            // Decided: the taker, which finds the pidfile empty, waits for
+            // the lock beyond its 5 s now (see `daemon::take_over`), as the
+            // last save's sync may take that long.
+            if from.is_some()
+                && let Err(error) = self.lock.clear_pid()
+            {
+                self.log
+                    .line_fmt(format_args!("cannot empty the pidfile: {error}"));
+            }
             self.exit_code = Some(0);
             return true;
         }

@@ -985,6 +985,95 @@ fn a_replace_that_gave_up_leaves_the_old_daemon_running() {
     s.invariants();
 }
 
+/// An old daemon that decided to hand over but lets go of its lock only
+/// after the 5 s a replacing start waits (renames in flight, then a slow
+/// sync of its last save): it empties its pidfile when it decides, and the
+/// start waits for such a holder, or no daemon would be left. A stand-in
+/// plays the old daemon: a process to signal, and the lock, held 6 s.
+#[test]
+fn a_replace_waits_for_an_old_daemon_that_decided_to_go() {
+    let cb = Cowbell::new();
+    let (tab, pane) = cb.tab(Some("api"));
+    cb.herdr.set_status(&pane, "blocked");
+    cb.startup();
+    let first = cb.wait_for_daemon(2 * SECOND);
+    let pidfile = cb.server_dir().join("cowbell.pid");
+    // Where this pid means something, as the daemon wrote it.
+    let written = std::fs::read_to_string(&pidfile).unwrap();
+    let scope = written
+        .split_whitespace()
+        .skip(1)
+        .collect::<Vec<_>>()
+        .join(" ");
+    cowbell::signal(first, libc::SIGKILL);
+    assert!(cowbell::wait_dead(first, 2 * SECOND));
+    let mut old = Command::new("sleep").arg("30").spawn().unwrap();
+    let mut held = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&pidfile)
+        .unwrap();
+    // SAFETY: flock on a descriptor this test owns.
+    assert_eq!(unsafe { libc::flock(held.as_raw_fd(), libc::LOCK_EX) }, 0);
+    held.set_len(0).unwrap();
+    writeln!(held, "{} {scope}", old.id()).unwrap();
+    let stand_in = std::thread::spawn(move || {
+        // The handover's SIGUSR1 ends `sleep`: it has decided.
+        let decided = old.wait().unwrap();
+        held.set_len(0).unwrap();
+        std::thread::sleep(6 * SECOND);
+        drop(held);
+        decided
+    });
+    let replace = cb.run(&["daemon", "--replace"]);
+    let decided = stand_in.join().unwrap();
+    assert!(!decided.success(), "the stand-in was never asked to go");
+    assert!(
+        replace.status.success(),
+        "exit {:?}: {}",
+        replace.status.code(),
+        replace.stderr
+    );
+    cb.wait_for_daemon(2 * SECOND);
+    cb.expect_label(&tab, "🔴 api", 2 * SECOND);
+}
+
+/// The old daemon's half of the above: once it has decided to hand over,
+/// its pidfile is empty while it still holds the lock, through its last
+/// save (made slow here: this test holds the directory's lock, which a
+/// save waits for up to a second).
+#[test]
+fn a_daemon_that_decided_to_hand_over_empties_its_pidfile_first() {
+    let (cb, tab, _, old) = blocked_api(1.0);
+    cb.wait_state_saved(&[&tab]);
+    let pidfile = cb.server_dir().join("cowbell.pid");
+    let dir = std::fs::File::open(cb.server_dir()).unwrap();
+    // SAFETY: flock on descriptors this test owns.
+    let flock = |file: &std::fs::File, how| unsafe { libc::flock(file.as_raw_fd(), how) };
+    assert_eq!(flock(&dir, libc::LOCK_EX), 0);
+    let mut replace = cb
+        .launched(&["daemon", "--replace"], "startup")
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + 3 * SECOND;
+    let mut emptied_while_held = false;
+    while !emptied_while_held && Instant::now() < deadline {
+        let look = std::fs::File::open(&pidfile).unwrap();
+        let held = flock(&look, libc::LOCK_SH | libc::LOCK_NB) != 0;
+        let empty = look.metadata().unwrap().len() == 0;
+        emptied_while_held = held && empty && cowbell::alive(old);
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    drop(dir);
+    let replaced = replace.wait().unwrap();
+    assert!(
+        emptied_while_held,
+        "the pidfile kept the old pid to the end\n{}",
+        cb.log()
+    );
+    assert!(replaced.success());
+    assert_ne!(cb.wait_for_daemon(2 * SECOND), old);
+}
+
 #[test]
 fn a_sigterm_or_off_beside_a_handover_that_gave_up_is_not_lost() {
     // A stopped daemon with a given-up `--replace`'s SIGUSR1 pending and a
