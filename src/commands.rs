@@ -115,7 +115,7 @@ pub fn on(paths: &Paths) -> Result<u8, Error> {
     // cowbell off, the startup hook giving names back): the flag is
     // cleared under the lock all the same once it lets go, or the start
     // below would find cowbell still off. A daemon's pid means it is on.
-    if let Holder::Free(lock) = daemon::try_lock_waiting(paths, daemon::HANDOVER_WAIT)
+    if let Holder::Free(lock) = daemon::try_lock_after_commands(paths, daemon::HANDOVER_WAIT)
         .map_err(at_pidfile(paths, "locking the pidfile"))?
     {
         // Only an `off` on record needs a write; a corrupt file is left to

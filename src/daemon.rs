@@ -78,18 +78,25 @@ impl Lock {
     /// for the save, so its `off` comes last. `None` when the pidfile was
     /// deleted or replaced.
     pub fn dir(&self, paths: &Paths) -> io::Result<Option<Dir>> {
-        let gone = |error: &io::Error| error.kind() == io::ErrorKind::NotFound;
         let dir = match Dir::open(&paths.server_dir) {
             Ok(dir) => dir,
-            Err(error) if gone(&error) => return Ok(None),
+            Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(error) => return Err(error),
         };
+        // Looked at before the lock too: a pidfile not ours needs no wait
+        // for whoever writes there now.
+        if !self.is_in(&dir)? {
+            return Ok(None);
+        }
         dir.lock(WRITE_WAIT)?;
+        Ok(self.is_in(&dir)?.then_some(dir))
+    }
+
+    fn is_in(&self, dir: &Dir) -> io::Result<bool> {
         let mine = self.file.metadata()?;
         match dir.identity(PID_FILE) {
-            Ok(there) if there == (mine.dev(), mine.ino()) => Ok(Some(dir)),
-            Ok(_) => Ok(None),
-            Err(error) if gone(&error) => Ok(None),
+            Ok(there) => Ok(there == (mine.dev(), mine.ino())),
+            Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(false),
             Err(error) => Err(error),
         }
     }
@@ -332,7 +339,9 @@ pub enum Failed {
 
 /// The descriptors a start needs once it holds the lock: one for the
 /// state's read, then, in the detached daemon, /dev/null for its standard
-/// streams, its log and the two ends of its signal pipe.
+/// streams, its log and the two ends of its signal pipe; and its first
+/// save, once the read and /dev/null are closed, two (the directory and
+/// the temp file).
 const START_DESCRIPTORS: usize = 5;
 
 /// Starts the daemon for this server unless one runs. With `replace`, an
@@ -401,15 +410,25 @@ pub fn start(paths: &Paths, replace: bool, foreground: bool) -> io::Result<Start
 /// `try_lock`, but a holder that wrote no pid gets a moment to either
 /// write one (a starting daemon) or let go (a short command).
 pub fn try_lock_patiently(paths: &Paths) -> io::Result<Holder> {
-    try_lock_waiting(paths, PIDLESS_WAIT)
-}
-
-/// `try_lock_patiently`, waiting up to `wait` for a holder with no pid.
-pub fn try_lock_waiting(paths: &Paths, wait: Duration) -> io::Result<Holder> {
-    let give_up = Instant::now() + wait;
+    let give_up = Instant::now() + PIDLESS_WAIT;
     loop {
         match try_lock(paths)? {
             Holder::Held(None) if Instant::now() < give_up => {
+                std::thread::sleep(LOOK_AGAIN);
+            }
+            holder => return Ok(holder),
+        }
+    }
+}
+
+/// `try_lock`, but a holder that wrote nothing in the pidfile (a short
+/// command, a daemon starting or on its way out) is waited for, up to
+/// `wait`. Not a pid from another host, which never lets go for this.
+pub fn try_lock_after_commands(paths: &Paths, wait: Duration) -> io::Result<Holder> {
+    let give_up = Instant::now() + wait;
+    loop {
+        match try_lock(paths)? {
+            Holder::Held(None) if pidfile_is_empty(paths) && Instant::now() < give_up => {
                 std::thread::sleep(LOOK_AGAIN);
             }
             holder => return Ok(holder),
@@ -470,10 +489,19 @@ fn take_over(paths: &Paths) -> io::Result<Result<Lock, Option<u32>>> {
     let started = Instant::now();
     let mut give_up = started + HANDOVER_WAIT;
     let mut signalled = None;
+    // Held with nothing in the pidfile: the old daemon has decided to go
+    // (it empties the pidfile then: see the event loop's handover), or a
+    // daemon is starting, or a short command looks.
+    let mut emptied = false;
     loop {
         match try_lock_confirmed(paths)? {
             Holder::Free(lock) => return Ok(Ok(lock)),
+            // A daemon started since the one this start asked, or since
+            // the pidfile was seen empty: another start won the race.
             Holder::Held(Some(pid)) if signalled.is_some_and(|old| old != pid) => {
+                return Ok(Err(Some(pid)));
+            }
+            Holder::Held(Some(pid)) if signalled.is_none() && emptied => {
                 return Ok(Err(Some(pid)));
             }
             Holder::Held(Some(pid)) if signalled.is_none() => match sys::request_handover(pid) {
@@ -483,30 +511,40 @@ fn take_over(paths: &Paths) -> io::Result<Result<Lock, Option<u32>>> {
                 Err(error) if error.raw_os_error() == Some(libc::ESRCH) => {}
                 Err(error) => return Err(error),
             },
-            // The old daemon empties its pidfile once it has decided to
-            // go (see the event loop's handover): it lets go as soon as its
-            // last save is on disk, which may take longer than the wait
-            // above, and giving up then would leave no daemon at all.
-            Holder::Held(None) if signalled.is_some() && pidfile_is_empty(paths) => {
-                give_up = give_up.max(started + STOP_WAIT)
+            // A daemon that decided lets go once its last save is on disk,
+            // which may take longer than the wait above; giving up then
+            // would leave no daemon at all.
+            Holder::Held(None) if pidfile_is_empty(paths) => {
+                emptied = true;
+                give_up = give_up.max(started + STOP_WAIT);
             }
             Holder::Held(_) => {}
         }
         if Instant::now() >= give_up {
-            return Err(io::Error::other(match signalled {
+            return Err(io::Error::other(match (signalled, emptied) {
+                (Some(_), true) => format!(
+                    "the old daemon is on its way out but still held the pidfile after {} s; \
+                     no daemon runs until the next hook starts one",
+                    STOP_WAIT.as_secs()
+                ),
                 // It carries on once it runs again: this process will be
                 // gone by then (see the event loop's SIGUSR1).
-                Some(_) => format!(
+                (Some(_), false) => format!(
                     "the old daemon did not hand over within {} s; it stays the daemon",
                     HANDOVER_WAIT.as_secs()
                 ),
-                // Nothing this process could signal: a cowbell command
-                // under way, or a daemon on another host or in another
-                // pid namespace sharing this state directory.
-                None => format!(
+                (None, true) => format!(
+                    "the pidfile stayed locked for {} s with no pid in it (a cowbell \
+                     command under way, or a daemon starting or on its way out)",
+                    STOP_WAIT.as_secs()
+                ),
+                // Nothing this process could signal: a daemon on another
+                // host or in another pid namespace sharing this state
+                // directory.
+                (None, false) => format!(
                     "the pidfile stayed locked for {} s by a process with no pid \
-                     to signal here (a cowbell command, or a daemon on another \
-                     host or in another pid namespace)",
+                     to signal here (a daemon on another host or in another pid \
+                     namespace)",
                     HANDOVER_WAIT.as_secs()
                 ),
             }));

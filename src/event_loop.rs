@@ -546,10 +546,9 @@ impl EventLoop {
             }
             // Decided: the taker, which finds the pidfile empty, waits for
             // the lock beyond its 5 s now (see `daemon::take_over`), as the
-            // last save's sync may take that long.
-            if from.is_some()
-                && let Err(error) = self.lock.clear_pid()
-            {
+            // last save's sync may take that long. (Also when it is not
+            // known who asked: a plain `kill`, as on macOS.)
+            if let Err(error) = self.lock.clear_pid() {
                 self.log
                     .line_fmt(format_args!("cannot empty the pidfile: {error}"));
             }

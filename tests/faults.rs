@@ -1037,41 +1037,113 @@ fn a_replace_waits_for_an_old_daemon_that_decided_to_go() {
     cb.expect_label(&tab, "🔴 api", 2 * SECOND);
 }
 
+fn flock(file: &std::fs::File, how: libc::c_int) -> libc::c_int {
+    // SAFETY: flock on a descriptor this test owns.
+    unsafe { libc::flock(file.as_raw_fd(), how) }
+}
+
+/// A `daemon --replace` launched with its stderr kept, once the old daemon
+/// has decided to hand over: its pidfile is empty while it still holds the
+/// lock. Its last save is slow meanwhile, for as long as the directory's
+/// lock, returned, is held (a save waits for it up to a second). None
+/// when the pidfile kept the old pid to the end.
+fn a_decided_handover(cb: &Cowbell, old: u32) -> (Option<std::fs::File>, std::process::Child) {
+    let pidfile = cb.server_dir().join("cowbell.pid");
+    let dir = std::fs::File::open(cb.server_dir()).unwrap();
+    assert_eq!(flock(&dir, libc::LOCK_EX), 0);
+    let replace = cb
+        .launched(&["daemon", "--replace"], "startup")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + 3 * SECOND;
+    while Instant::now() < deadline {
+        let look = std::fs::File::open(&pidfile).unwrap();
+        let held = flock(&look, libc::LOCK_SH | libc::LOCK_NB) != 0;
+        if held && look.metadata().unwrap().len() == 0 && cowbell::alive(old) {
+            return (Some(dir), replace);
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    (None, replace)
+}
+
 /// The old daemon's half of the above: once it has decided to hand over,
 /// its pidfile is empty while it still holds the lock, through its last
-/// save (made slow here: this test holds the directory's lock, which a
-/// save waits for up to a second).
+/// save.
 #[test]
 fn a_daemon_that_decided_to_hand_over_empties_its_pidfile_first() {
     let (cb, tab, _, old) = blocked_api(1.0);
     cb.wait_state_saved(&[&tab]);
-    let pidfile = cb.server_dir().join("cowbell.pid");
-    let dir = std::fs::File::open(cb.server_dir()).unwrap();
-    // SAFETY: flock on descriptors this test owns.
-    let flock = |file: &std::fs::File, how| unsafe { libc::flock(file.as_raw_fd(), how) };
-    assert_eq!(flock(&dir, libc::LOCK_EX), 0);
-    let mut replace = cb
-        .launched(&["daemon", "--replace"], "startup")
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + 3 * SECOND;
-    let mut emptied_while_held = false;
-    while !emptied_while_held && Instant::now() < deadline {
-        let look = std::fs::File::open(&pidfile).unwrap();
-        let held = flock(&look, libc::LOCK_SH | libc::LOCK_NB) != 0;
-        let empty = look.metadata().unwrap().len() == 0;
-        emptied_while_held = held && empty && cowbell::alive(old);
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    drop(dir);
-    let replaced = replace.wait().unwrap();
+    let (decided, replace) = a_decided_handover(&cb, old);
+    let emptied_while_held = decided.is_some();
+    drop(decided);
+    let replaced = replace.wait_with_output().unwrap();
     assert!(
         emptied_while_held,
         "the pidfile kept the old pid to the end\n{}",
         cb.log()
     );
-    assert!(replaced.success());
+    assert!(replaced.status.success());
     assert_ne!(cb.wait_for_daemon(2 * SECOND), old);
+}
+
+/// A daemon that decided to hand over, then was stopped in its last save
+/// (a frozen cgroup, a hung NFS server) past the taker's 15 s: the taker
+/// must not say that the old daemon stays, since it goes once it runs.
+#[test]
+fn a_taker_that_gave_up_on_a_decided_daemon_does_not_say_it_stays() {
+    let (cb, tab, _, old) = blocked_api(1.0);
+    cb.wait_state_saved(&[&tab]);
+    let (decided, replace) = a_decided_handover(&cb, old);
+    assert!(decided.is_some(), "{}", cb.log());
+    cowbell::signal(old, libc::SIGSTOP);
+    let replaced = replace.wait_with_output().unwrap();
+    drop(decided);
+    cowbell::signal(old, libc::SIGCONT);
+    let stderr = String::from_utf8_lossy(&replaced.stderr);
+    assert!(cowbell::wait_dead(old, 3 * SECOND), "the old daemon stayed");
+    assert!(
+        !stderr.contains("it stays the daemon") && stderr.contains("on its way out"),
+        "exit {:?}: {stderr}",
+        replaced.status.code()
+    );
+}
+
+/// Two replacing starts at once (the startup hook beside "Cowbell: on"),
+/// the second looking once the old daemon has decided for the first: it
+/// finds the pidfile empty, and must keep the daemon the first one starts,
+/// not replace it again.
+#[test]
+fn a_second_replace_during_a_handover_keeps_the_fresh_daemon() {
+    let (cb, tab, _, old) = blocked_api(1.0);
+    cb.wait_state_saved(&[&tab]);
+    let (decided, first) = a_decided_handover(&cb, old);
+    assert!(decided.is_some(), "{}", cb.log());
+    let second = cb
+        .launched(&["daemon", "--replace"], "startup")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    drop(decided);
+    let (first, second) = (
+        first.wait_with_output().unwrap(),
+        second.wait_with_output().unwrap(),
+    );
+    let fresh = cb.wait_for_daemon(2 * SECOND);
+    std::thread::sleep(SECOND);
+    let log = cb.log();
+    assert!(
+        first.status.success() && second.status.success(),
+        "{first:?}\n{second:?}"
+    );
+    assert_eq!(
+        log.matches("takes over").count(),
+        1,
+        "the fresh daemon was replaced again\n{log}"
+    );
+    assert_eq!(cb.daemons(), [fresh]);
 }
 
 #[test]
@@ -1857,6 +1929,42 @@ fn off_after_the_state_files_were_deleted_survives_a_resync() {
     );
 }
 
+/// The files deleted and the new pidfile held by a command stopped in its
+/// write (Ctrl-Z), which holds the directory's lock too: the daemon, whose
+/// pidfile this is no longer, writes nothing there, so it must not wait
+/// for that lock at every save either.
+#[test]
+fn a_daemon_whose_pidfile_was_replaced_does_not_wait_to_save() {
+    let (cb, tab, pane, pid) = blocked_api(1.0);
+    for entry in std::fs::read_dir(cb.server_dir()).unwrap().flatten() {
+        let _ = std::fs::remove_file(entry.path());
+    }
+    let command = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(cb.server_dir().join("cowbell.pid"))
+        .unwrap();
+    assert_eq!(flock(&command, libc::LOCK_EX), 0);
+    let dir = std::fs::File::open(cb.server_dir()).unwrap();
+    assert_eq!(flock(&dir, libc::LOCK_EX), 0);
+    let started = Instant::now();
+    for status in ["working", "blocked", "working", "blocked"] {
+        cb.herdr.set_status(&pane, status);
+        let label = if status == "working" {
+            "🟡 api"
+        } else {
+            "🔴 api"
+        };
+        cb.expect_label(&tab, label, 3 * SECOND);
+    }
+    let took = started.elapsed();
+    let log = cb.log();
+    cowbell::signal(pid, libc::SIGKILL);
+    // Each save waiting out the lock would take 4 s and more.
+    assert!(took < 3 * SECOND, "4 status changes took {took:?}\n{log}");
+}
+
 /// The same with herdr down, so no resync comes: the daemon's exit at the
 /// idle time must not put its flag over the one `off` wrote, and the next
 /// server start must find cowbell off.
@@ -1958,6 +2066,36 @@ fn on_while_a_command_holds_the_pidfile_turns_cowbell_on() {
         on.status.code()
     );
     cb.expect_label(&tab, "🔴 api", 3 * SECOND);
+}
+
+/// `on` beside a daemon on another host (its pid means nothing here, so
+/// the lock looks held by nobody to signal): `on` does not wait for it as
+/// for a short command, so it fails no later than its start does.
+#[test]
+fn on_beside_another_hosts_daemon_fails_no_later_than_its_start() {
+    let cb = Cowbell::new();
+    let (_, pane) = cb.tab(Some("api"));
+    cb.herdr.set_status(&pane, "blocked");
+    assert!(cb.run(&["sync"]).status.success());
+    let mut elsewhere = std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(cb.server_dir().join("cowbell.pid"))
+        .unwrap();
+    assert_eq!(flock(&elsewhere, libc::LOCK_EX), 0);
+    writeln!(
+        elsewhere,
+        "{} 0d5e1f00-0000-4000-8000-000000000000 pid:[1]",
+        std::process::id()
+    )
+    .unwrap();
+    let asked = Instant::now();
+    let on = cb.action("on");
+    let took = asked.elapsed();
+    assert_eq!(on.status.code(), Some(1), "{}", on.stderr);
+    // The start's own wait is 5.5 s; twice that was the bug.
+    assert!(took < 8 * SECOND, "on took {took:?}: {}", on.stderr);
+    assert!(on.stderr.contains("another host"), "{}", on.stderr);
 }
 
 /// Once the daemon locked a new pidfile, its log is there again too.
