@@ -1881,24 +1881,7 @@ fn sigterm_with_no_herdr_exits_at_once_even_late_in_the_backoff() {
 /// wrote.
 #[test]
 fn off_after_the_state_directory_was_deleted_survives_a_resync() {
-    let (cb, tab, pane, pid) = blocked_api(20.0);
-    cb.delete_state_dir();
-    let outcome = cb.action("off");
-    cb.herdr.set_status(&pane, "working");
-    let gone = cowbell::wait_dead(pid, 7 * SECOND);
-    if !gone {
-        cowbell::signal(pid, libc::SIGKILL);
-    }
-    let state = cb.state_json();
-    assert!(
-        gone && cb.herdr.label(&tab) == "api" && state.contains("\"off\":true"),
-        "off said {:?} {:?} (exit {:?}), yet the daemon ran on: label {:?}; state {state}\n{}",
-        outcome.stdout,
-        outcome.stderr,
-        outcome.status.code(),
-        cb.herdr.label(&tab),
-        cb.log()
-    );
+    off_survives_a_resync_after(Cowbell::delete_state_dir);
 }
 
 /// The same with only the files deleted (`rm <dir>/*`, or an `rm -rf`
@@ -1907,10 +1890,18 @@ fn off_after_the_state_directory_was_deleted_survives_a_resync() {
 /// before the deletion must not put its flag over the `off` given since.
 #[test]
 fn off_after_the_state_files_were_deleted_survives_a_resync() {
-    let (cb, tab, pane, pid) = blocked_api(20.0);
+    off_survives_a_resync_after(delete_state_files);
+}
+
+fn delete_state_files(cb: &Cowbell) {
     for entry in std::fs::read_dir(cb.server_dir()).unwrap().flatten() {
         let _ = std::fs::remove_file(entry.path());
     }
+}
+
+fn off_survives_a_resync_after(delete: fn(&Cowbell)) {
+    let (cb, tab, pane, pid) = blocked_api(20.0);
+    delete(&cb);
     let outcome = cb.action("off");
     cb.herdr.set_status(&pane, "working");
     let gone = cowbell::wait_dead(pid, 7 * SECOND);
@@ -1936,9 +1927,7 @@ fn off_after_the_state_files_were_deleted_survives_a_resync() {
 #[test]
 fn a_daemon_whose_pidfile_was_replaced_does_not_wait_to_save() {
     let (cb, tab, pane, pid) = blocked_api(1.0);
-    for entry in std::fs::read_dir(cb.server_dir()).unwrap().flatten() {
-        let _ = std::fs::remove_file(entry.path());
-    }
+    delete_state_files(&cb);
     let command = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
