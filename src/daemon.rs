@@ -246,7 +246,8 @@ pub fn signal_daemon(paths: &Paths, signal: libc::c_int) -> io::Result<Reached> 
             Holder::Held(None) if Instant::now() < give_up => std::thread::sleep(LOOK_AGAIN),
             Holder::Held(None) => {
                 return Err(io::Error::other(
-                    "the pidfile stays locked without a pid: another cowbell command holds it",
+                    "the pidfile stays locked without a pid: a cowbell command holds it, \
+                     or a daemon starting or on its way out",
                 ));
             }
         }
@@ -516,7 +517,11 @@ fn take_over(paths: &Paths) -> io::Result<Result<Lock, Option<u32>>> {
             // would leave no daemon at all.
             Holder::Held(None) if pidfile_is_empty(paths) => {
                 emptied = true;
-                give_up = give_up.max(started + STOP_WAIT);
+                // Not for a holder nobody asked to go: a command stopped
+                // with Ctrl-Z would hold the startup hook that long.
+                if signalled.is_some() {
+                    give_up = give_up.max(started + STOP_WAIT);
+                }
             }
             Holder::Held(_) => {}
         }
@@ -524,19 +529,22 @@ fn take_over(paths: &Paths) -> io::Result<Result<Lock, Option<u32>>> {
             return Err(io::Error::other(match (signalled, emptied) {
                 (Some(_), true) => format!(
                     "the old daemon is on its way out but still held the pidfile after {} s; \
-                     no daemon runs until the next hook starts one",
+                     no daemon runs now",
                     STOP_WAIT.as_secs()
                 ),
-                // It carries on once it runs again: this process will be
-                // gone by then (see the event loop's SIGUSR1).
+                // Stopped, it carries on once it runs again: this process
+                // will be gone by then (see the event loop's SIGUSR1). A
+                // restore under way goes on instead of the handover.
                 (Some(_), false) => format!(
-                    "the old daemon did not hand over within {} s; it stays the daemon",
+                    "the old daemon did not hand over within {} s: if it was stopped, \
+                     it stays the daemon; if it is giving names back (`off`, a stop), \
+                     it exits when done",
                     HANDOVER_WAIT.as_secs()
                 ),
                 (None, true) => format!(
                     "the pidfile stayed locked for {} s with no pid in it (a cowbell \
                      command under way, or a daemon starting or on its way out)",
-                    STOP_WAIT.as_secs()
+                    HANDOVER_WAIT.as_secs()
                 ),
                 // Nothing this process could signal: a daemon on another
                 // host or in another pid namespace sharing this state

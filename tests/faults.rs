@@ -1146,6 +1146,80 @@ fn a_second_replace_during_a_handover_keeps_the_fresh_daemon() {
     assert_eq!(cb.daemons(), [fresh]);
 }
 
+/// A startup hook beside a command that holds the lock and never lets go
+/// (a `cowbell sync` stopped with Ctrl-Z): nobody was asked to go, so the
+/// hook gives up after its 5 s, not the 15 s it gives a daemon on its way
+/// out.
+#[test]
+fn a_replace_beside_a_stuck_command_gives_up_after_five_seconds() {
+    let (cb, _, _, old) = blocked_api(1.0);
+    cowbell::signal(old, libc::SIGKILL);
+    assert!(cowbell::wait_dead(old, 2 * SECOND));
+    let held = std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(cb.server_dir().join("cowbell.pid"))
+        .unwrap();
+    assert_eq!(flock(&held, libc::LOCK_EX), 0);
+    let asked = Instant::now();
+    let replace = cb.run(&["daemon", "--replace"]);
+    let took = asked.elapsed();
+    assert_eq!(replace.status.code(), Some(1), "{}", replace.stderr);
+    assert!(
+        took < 8 * SECOND && replace.stderr.contains("a cowbell command under way"),
+        "took {took:?}: {}",
+        replace.stderr
+    );
+}
+
+/// A `--replace` while the daemon gives names back for `off` against a
+/// slow herdr: the restore goes on and the daemon exits after it, so the
+/// hook must not say only that the old daemon stays.
+#[test]
+fn a_replace_beside_a_slow_off_says_the_old_daemon_may_be_giving_names_back() {
+    let (cb, tab, _, old) = blocked_api(1.0);
+    cb.wait_state_saved(&[&tab]);
+    cb.herdr.set_silent_method(Some("tab.rename"));
+    let off = cb
+        .launched(&["off"], "action")
+        .env("HERDR_PLUGIN_ACTION_ID", "off")
+        .spawn()
+        .unwrap();
+    expect_log(&cb, "cowbell turned off: restoring tab names", 3 * SECOND);
+    let replace = cb.run(&["daemon", "--replace"]);
+    let gone = cowbell::wait_dead(old, 10 * SECOND);
+    cb.herdr.set_silent_method(None);
+    let _ = off.wait_with_output();
+    assert!(gone, "the old daemon stayed");
+    assert!(
+        replace.stderr.contains("giving names back"),
+        "exit {:?}: {}",
+        replace.status.code(),
+        replace.stderr
+    );
+}
+
+/// `sync` while a daemon that decided to hand over is stopped in its last
+/// save: the message must not blame a cowbell command alone.
+#[test]
+fn sync_beside_a_decided_handover_does_not_blame_a_command_alone() {
+    let (cb, tab, _, old) = blocked_api(1.0);
+    cb.wait_state_saved(&[&tab]);
+    let (decided, replace) = a_decided_handover(&cb, old);
+    assert!(decided.is_some(), "{}", cb.log());
+    cowbell::signal(old, libc::SIGSTOP);
+    let sync = cb.run(&["sync"]);
+    cowbell::signal(old, libc::SIGCONT);
+    drop(decided);
+    let _ = replace.wait_with_output();
+    assert!(
+        sync.stderr.contains("on its way out"),
+        "exit {:?}: {}",
+        sync.status.code(),
+        sync.stderr
+    );
+}
+
 #[test]
 fn a_sigterm_or_off_beside_a_handover_that_gave_up_is_not_lost() {
     // A stopped daemon with a given-up `--replace`'s SIGUSR1 pending and a
