@@ -737,6 +737,7 @@ mod tests {
         let Holder::Free(command) = try_lock(&paths).unwrap() else {
             panic!("the new pidfile should be free");
         };
+        saving.write_atomically("state.json", b"saved").unwrap();
         let waited = Instant::now();
         let writer = {
             let paths = paths.clone();
@@ -746,7 +747,6 @@ mod tests {
             })
         };
         std::thread::sleep(Duration::from_millis(100));
-        saving.write_atomically("state.json", b"saved").unwrap();
         drop(saving);
         let (mine, after) = writer.join().unwrap();
         assert!(mine, "the new pidfile's holder writes next");
