@@ -106,6 +106,22 @@ pub fn watchdog(paths: &Paths) -> Result<u8, Error> {
     }
 }
 
+/// Clears an `off` on record, under `lock`. Only that needs a write; a
+/// corrupt file is left to the daemon's start, which moves it aside and
+/// says so in the log, where an action's output would go nowhere.
+fn clear_off(paths: &Paths, lock: &Lock) -> Result<(), Error> {
+    if !state::peek_off(&paths.state_file()).map_err(Error::io("state"))? {
+        return Ok(());
+    }
+    let (state, _) = load_state(paths)?;
+    if state.off {
+        let clock = Clock::now();
+        let tracker = state::to_tracker(&state, clock, &Timing::REAL);
+        write_state(paths, lock, &tracker, false, clock)?;
+    }
+    Ok(())
+}
+
 /// How long `on` waits for the daemon it started to write its pid, which
 /// takes milliseconds.
 const PID_WAIT: Duration = Duration::from_secs(2);
@@ -115,31 +131,23 @@ pub fn on(paths: &Paths) -> Result<u8, Error> {
     // cowbell off, the startup hook giving names back): the flag is
     // cleared under the lock all the same once it lets go, or the start
     // below would find cowbell still off. A daemon's pid means it is on.
+    let mut cleared = false;
     if let Holder::Free(lock) = daemon::try_lock_after_commands(paths, daemon::HANDOVER_WAIT)
         .map_err(at_pidfile(paths, "locking the pidfile"))?
     {
-        // Only an `off` on record needs a write; a corrupt file is left to
-        // the daemon's start, which moves it aside and says so in the log,
-        // where this action's output would go nowhere.
-        let off = state::peek_off(&paths.state_file()).map_err(Error::io("state"))?;
-        let (state, _) = if off {
-            load_state(paths)?
-        } else {
-            (State::default(), false)
-        };
-        if state.off {
-            let clock = Clock::now();
-            write_state(
-                paths,
-                &lock,
-                &state::to_tracker(&state, clock, &Timing::REAL),
-                false,
-                clock,
-            )?;
-        }
-        drop(lock);
+        clear_off(paths, &lock)?;
+        cleared = true;
     }
-    match start_daemon(paths, true, false)? {
+    let mut started = start_daemon(paths, true, false)?;
+    // A command that held the lock longer (the startup hook giving names
+    // back to a slow herdr) kept `on` from clearing the flag: it is
+    // cleared now, under the lock the start found it with.
+    if !cleared && let Started::Off(lock) = started {
+        clear_off(paths, &lock)?;
+        drop(lock);
+        started = start_daemon(paths, true, false)?;
+    }
+    match started {
         Started::Exited(code) => Ok(code),
         Started::Failed(failed) => Err(not_started(paths, failed)),
         Started::Off(_) => {

@@ -506,7 +506,12 @@ fn take_over(paths: &Paths) -> io::Result<Result<Lock, Option<u32>>> {
                 return Ok(Err(Some(pid)));
             }
             Holder::Held(Some(pid)) if signalled.is_none() => match sys::request_handover(pid) {
-                Ok(()) => signalled = Some(pid),
+                // The 5 s count from the signal: a start stopped before it
+                // (Ctrl-Z) and resumed late must not ask and leave at once.
+                Ok(()) => {
+                    signalled = Some(pid);
+                    give_up = give_up.max(Instant::now() + HANDOVER_WAIT);
+                }
                 // It exited on its own (an idle exit, say): its lock is
                 // about to be free.
                 Err(error) if error.raw_os_error() == Some(libc::ESRCH) => {}

@@ -410,13 +410,34 @@ pub fn request_handover(pid: u32) -> io::Result<()> {
     kill(pid, libc::SIGUSR1)
 }
 
-/// Whether a process with this pid exists (signal 0 checks without
-/// sending). Pids 0 and 1 are not asked about and count as alive.
+/// Whether a process with this pid runs: it exists (signal 0 checks
+/// without sending) and, on Linux, is not a zombie, which signal 0 still
+/// finds until its parent reaps it (a hook that gave up waiting, before
+/// herdr collects it). Pids 0 and 1 are not asked about and count as alive.
 pub fn is_alive(pid: u32) -> bool {
-    match kill(pid, 0) {
+    let exists = match kill(pid, 0) {
         Ok(()) => true,
         Err(error) => error.raw_os_error() != Some(libc::ESRCH),
-    }
+    };
+    exists && !is_zombie(pid)
+}
+
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn is_zombie(pid: u32) -> bool {
+    // "<pid> (<name>) <state> ...": the name may hold any character, so
+    // the state is what follows the last ')'.
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let (_, rest) = stat.rsplit_once(')')?;
+            Some(rest.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn is_zombie(_pid: u32) -> bool {
+    false
 }
 
 /// A pid from a pidfile, as the system calls take it. Never 0, -1 or 1:

@@ -1220,6 +1220,84 @@ fn sync_beside_a_decided_handover_does_not_blame_a_command_alone() {
     );
 }
 
+/// A daemon stopped past the start's 5 s: the start gives up and exits,
+/// and its parent (herdr, busy) has not reaped it yet when the daemon runs
+/// again. A zombie is not a start still waiting: the daemon carries on.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_start_that_gave_up_and_is_not_yet_reaped_is_not_handed_over_to() {
+    let (cb, tab, _, old) = blocked_api(1.0);
+    cb.wait_state_saved(&[&tab]);
+    cowbell::signal(old, libc::SIGSTOP);
+    let mut taker = cb
+        .launched(&["daemon", "--replace"], "startup")
+        .spawn()
+        .unwrap();
+    let zombie = || {
+        std::fs::read_to_string(format!("/proc/{}/stat", taker.id())).is_ok_and(|stat| {
+            stat.rsplit(')')
+                .next()
+                .is_some_and(|r| r.trim_start().starts_with('Z'))
+        })
+    };
+    let deadline = Instant::now() + 8 * SECOND;
+    while !zombie() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    cowbell::signal(old, libc::SIGCONT);
+    std::thread::sleep(3 * SECOND);
+    let _ = taker.wait();
+    assert_eq!(cb.daemon_pid(), Some(old), "{}", cb.log());
+}
+
+/// A start stopped (Ctrl-Z) after it found the daemon's pid but before it
+/// signalled (in the 20 ms it takes to trust a pid), and resumed more than
+/// 5 s later: it must not ask the daemon to go and give up at once, which
+/// left no daemon. Linux on x86-64 and ARM64, where the test can see the
+/// start's sleep in /proc.
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+#[test]
+fn a_start_resumed_after_its_wait_does_not_ask_and_leave() {
+    // nanosleep and clock_nanosleep.
+    #[cfg(target_arch = "x86_64")]
+    const SLEEPS: [i64; 2] = [35, 230];
+    #[cfg(target_arch = "aarch64")]
+    const SLEEPS: [i64; 2] = [101, 115];
+    let (cb, tab, _, old) = blocked_api(1.0);
+    cb.wait_state_saved(&[&tab]);
+    let taker = cb
+        .launched(&["daemon", "--replace"], "startup")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let syscall = || {
+        let text = std::fs::read_to_string(format!("/proc/{}/syscall", taker.id())).ok()?;
+        text.split_whitespace().next()?.parse::<i64>().ok()
+    };
+    let deadline = Instant::now() + 2 * SECOND;
+    while !syscall().is_some_and(|call| SLEEPS.contains(&call)) {
+        assert!(
+            Instant::now() < deadline,
+            "never saw the start's first sleep"
+        );
+    }
+    cowbell::signal(taker.id(), libc::SIGSTOP);
+    std::thread::sleep(6 * SECOND);
+    cowbell::signal(taker.id(), libc::SIGCONT);
+    let replaced = taker.wait_with_output().unwrap();
+    let pid = cb.wait_for_daemon(3 * SECOND);
+    assert!(
+        replaced.status.success() && pid != old,
+        "exit {:?}: {}\n{}",
+        replaced.status.code(),
+        String::from_utf8_lossy(&replaced.stderr),
+        cb.log()
+    );
+}
+
 #[test]
 fn a_sigterm_or_off_beside_a_handover_that_gave_up_is_not_lost() {
     // A stopped daemon with a given-up `--replace`'s SIGUSR1 pending and a
@@ -2116,6 +2194,37 @@ fn on_while_a_command_holds_the_pidfile_turns_cowbell_on() {
     assert_eq!(unsafe { libc::flock(held.as_raw_fd(), libc::LOCK_EX) }, 0);
     let command = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(200));
+        drop(held);
+    });
+    let on = cb.action("on");
+    command.join().unwrap();
+    let state = cb.state_json();
+    assert!(
+        on.status.success() && state.contains("\"off\":false"),
+        "on said {:?} {:?} (exit {:?}); state {state}",
+        on.stdout,
+        on.stderr,
+        on.status.code()
+    );
+    cb.expect_label(&tab, "🔴 api", 3 * SECOND);
+}
+
+/// `on` beside a command that holds the lock longer than `on` waits for
+/// it (the startup hook giving names back to a slow herdr): `on` clears
+/// the flag once its start gets the lock, rather than saying an `off`
+/// finished at the same moment.
+#[test]
+fn on_beside_a_command_holding_the_pidfile_for_long_turns_cowbell_on() {
+    let (cb, tab, _, pid) = blocked_api(1.0);
+    assert!(cb.action("off").status.success());
+    assert!(cowbell::wait_dead(pid, 3 * SECOND));
+    let held = std::fs::OpenOptions::new()
+        .write(true)
+        .open(cb.server_dir().join("cowbell.pid"))
+        .unwrap();
+    assert_eq!(flock(&held, libc::LOCK_EX), 0);
+    let command = std::thread::spawn(move || {
+        std::thread::sleep(6 * SECOND);
         drop(held);
     });
     let on = cb.action("on");
