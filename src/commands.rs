@@ -127,29 +127,20 @@ fn clear_off(paths: &Paths, lock: &Lock) -> Result<(), Error> {
 const PID_WAIT: Duration = Duration::from_secs(2);
 
 pub fn on(paths: &Paths) -> Result<u8, Error> {
-    // A short command may hold the lock a moment (a watchdog that found
-    // cowbell off, the startup hook giving names back): the flag is
-    // cleared under the lock all the same once it lets go, or the start
-    // below would find cowbell still off. A daemon's pid means it is on.
-    let mut cleared = false;
-    if let Holder::Free(lock) = daemon::try_lock_after_commands(paths, daemon::HANDOVER_WAIT)
+    // A short command may hold the lock for a while (a watchdog that found
+    // cowbell off; the startup hook giving names back, to a slow herdr for
+    // up to about 10 s): the flag is cleared under the lock all the same
+    // once it lets go, or the start below would find cowbell still off. A
+    // daemon's pid means it is on.
+    if let Holder::Free(lock) = daemon::try_lock_after_commands(paths, daemon::STOP_WAIT)
         .map_err(at_pidfile(paths, "locking the pidfile"))?
     {
         clear_off(paths, &lock)?;
-        cleared = true;
     }
-    let mut started = start_daemon(paths, true, false)?;
-    // A command that held the lock longer (the startup hook giving names
-    // back to a slow herdr) kept `on` from clearing the flag: it is
-    // cleared now, under the lock the start found it with.
-    if !cleared && let Started::Off(lock) = started {
-        clear_off(paths, &lock)?;
-        drop(lock);
-        started = start_daemon(paths, true, false)?;
-    }
-    match started {
+    match start_daemon(paths, true, false)? {
         Started::Exited(code) => Ok(code),
         Started::Failed(failed) => Err(not_started(paths, failed)),
+        // Turned off after this `on` cleared the flag: that `off` stands.
         Started::Off(_) => {
             let text = "cowbell: still off: `cowbell off` finished at the same moment; run `cowbell on` again";
             complain!("{text}");

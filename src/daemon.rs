@@ -487,9 +487,12 @@ pub fn wait_for_pid(paths: &Paths, timeout: Duration) -> io::Result<Option<u32>>
 /// another replacing start wins the race, its fresh daemon is kept:
 /// `Err(pid)` says so.
 fn take_over(paths: &Paths) -> io::Result<Result<Lock, Option<u32>>> {
-    let started = Instant::now();
-    let mut give_up = started + HANDOVER_WAIT;
+    let mut give_up = Instant::now() + HANDOVER_WAIT;
     let mut signalled = None;
+    // When the signal went: the waits count from there, so that a start
+    // stopped before it (Ctrl-Z) and resumed late does not ask and leave
+    // at once.
+    let mut asked = Instant::now();
     // Held with nothing in the pidfile: the old daemon has decided to go
     // (it empties the pidfile then: see the event loop's handover), or a
     // daemon is starting, or a short command looks.
@@ -506,11 +509,10 @@ fn take_over(paths: &Paths) -> io::Result<Result<Lock, Option<u32>>> {
                 return Ok(Err(Some(pid)));
             }
             Holder::Held(Some(pid)) if signalled.is_none() => match sys::request_handover(pid) {
-                // The 5 s count from the signal: a start stopped before it
-                // (Ctrl-Z) and resumed late must not ask and leave at once.
                 Ok(()) => {
                     signalled = Some(pid);
-                    give_up = give_up.max(Instant::now() + HANDOVER_WAIT);
+                    asked = Instant::now();
+                    give_up = give_up.max(asked + HANDOVER_WAIT);
                 }
                 // It exited on its own (an idle exit, say): its lock is
                 // about to be free.
@@ -525,7 +527,7 @@ fn take_over(paths: &Paths) -> io::Result<Result<Lock, Option<u32>>> {
                 // Not for a holder nobody asked to go: a command stopped
                 // with Ctrl-Z would hold the startup hook that long.
                 if signalled.is_some() {
-                    give_up = give_up.max(started + STOP_WAIT);
+                    give_up = give_up.max(asked + STOP_WAIT);
                 }
             }
             Holder::Held(_) => {}

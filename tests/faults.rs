@@ -11,7 +11,7 @@ use std::io::Write;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use support::cowbell::{self, Cowbell, bin};
@@ -985,13 +985,13 @@ fn a_replace_that_gave_up_leaves_the_old_daemon_running() {
     s.invariants();
 }
 
-/// An old daemon that decided to hand over but lets go of its lock only
-/// after the 5 s a replacing start waits (renames in flight, then a slow
-/// sync of its last save): it empties its pidfile when it decides, and the
-/// start waits for such a holder, or no daemon would be left. A stand-in
-/// plays the old daemon: a process to signal, and the lock, held 6 s.
-#[test]
-fn a_replace_waits_for_an_old_daemon_that_decided_to_go() {
+/// A blocked "api" tab, and in place of its daemon a stand-in: a process
+/// to signal (`sleep`, which the handover's SIGUSR1 ends: it has decided)
+/// and the lock, with that pid written as the daemon writes it. Once
+/// asked, the stand-in empties the pidfile, as a daemon that decided does,
+/// and lets go of the lock `hold` later. Its thread returns how `sleep`
+/// ended.
+fn a_stand_in_daemon(hold: Duration) -> (Cowbell, String, std::thread::JoinHandle<ExitStatus>) {
     let cb = Cowbell::new();
     let (tab, pane) = cb.tab(Some("api"));
     cb.herdr.set_status(&pane, "blocked");
@@ -1007,23 +1007,31 @@ fn a_replace_waits_for_an_old_daemon_that_decided_to_go() {
         .join(" ");
     cowbell::signal(first, libc::SIGKILL);
     assert!(cowbell::wait_dead(first, 2 * SECOND));
-    let mut old = Command::new("sleep").arg("30").spawn().unwrap();
+    let mut old = Command::new("sleep").arg("60").spawn().unwrap();
     let mut held = std::fs::OpenOptions::new()
         .write(true)
         .open(&pidfile)
         .unwrap();
-    // SAFETY: flock on a descriptor this test owns.
-    assert_eq!(unsafe { libc::flock(held.as_raw_fd(), libc::LOCK_EX) }, 0);
+    assert_eq!(flock(&held, libc::LOCK_EX), 0);
     held.set_len(0).unwrap();
     writeln!(held, "{} {scope}", old.id()).unwrap();
     let stand_in = std::thread::spawn(move || {
-        // The handover's SIGUSR1 ends `sleep`: it has decided.
         let decided = old.wait().unwrap();
         held.set_len(0).unwrap();
-        std::thread::sleep(6 * SECOND);
+        std::thread::sleep(hold);
         drop(held);
         decided
     });
+    (cb, tab, stand_in)
+}
+
+/// An old daemon that decided to hand over but lets go of its lock only
+/// after the 5 s a replacing start waits (renames in flight, then a slow
+/// sync of its last save): it empties its pidfile when it decides, and the
+/// start waits for such a holder, or no daemon would be left.
+#[test]
+fn a_replace_waits_for_an_old_daemon_that_decided_to_go() {
+    let (cb, tab, stand_in) = a_stand_in_daemon(6 * SECOND);
     let replace = cb.run(&["daemon", "--replace"]);
     let decided = stand_in.join().unwrap();
     assert!(!decided.success(), "the stand-in was never asked to go");
@@ -1032,6 +1040,63 @@ fn a_replace_waits_for_an_old_daemon_that_decided_to_go() {
         "exit {:?}: {}",
         replace.status.code(),
         replace.stderr
+    );
+    cb.wait_for_daemon(2 * SECOND);
+    cb.expect_label(&tab, "🔴 api", 2 * SECOND);
+}
+
+/// Stops `pid` (a starting cowbell) in its first sleep: the 20 ms it
+/// takes to trust a pid, after it found one and before it signals, as
+/// Ctrl-Z might. Linux on x86-64 and ARM64, where /proc shows the call.
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+fn stop_at_first_sleep(pid: u32) {
+    // nanosleep and clock_nanosleep.
+    #[cfg(target_arch = "x86_64")]
+    const SLEEPS: [i64; 2] = [35, 230];
+    #[cfg(target_arch = "aarch64")]
+    const SLEEPS: [i64; 2] = [101, 115];
+    let syscall = || {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/syscall")).ok()?;
+        text.split_whitespace().next()?.parse::<i64>().ok()
+    };
+    let deadline = Instant::now() + 2 * SECOND;
+    while !syscall().is_some_and(|call| SLEEPS.contains(&call)) {
+        assert!(
+            Instant::now() < deadline,
+            "never saw the start's first sleep"
+        );
+    }
+    cowbell::signal(pid, libc::SIGSTOP);
+}
+
+/// The same, with the start stopped (Ctrl-Z) 12 s before it signalled:
+/// its wait for a daemon that decided counts from the signal too.
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+#[test]
+fn a_start_resumed_late_waits_for_an_old_daemon_that_decided_to_go() {
+    let (cb, tab, stand_in) = a_stand_in_daemon(8 * SECOND);
+    let taker = cb
+        .launched(&["daemon", "--replace"], "startup")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    stop_at_first_sleep(taker.id());
+    std::thread::sleep(12 * SECOND);
+    cowbell::signal(taker.id(), libc::SIGCONT);
+    let replaced = taker.wait_with_output().unwrap();
+    let decided = stand_in.join().unwrap();
+    assert!(!decided.success(), "the stand-in was never asked to go");
+    assert!(
+        replaced.status.success(),
+        "exit {:?}: {}",
+        replaced.status.code(),
+        String::from_utf8_lossy(&replaced.stderr)
     );
     cb.wait_for_daemon(2 * SECOND);
     cb.expect_label(&tab, "🔴 api", 2 * SECOND);
@@ -1261,11 +1326,6 @@ fn a_start_that_gave_up_and_is_not_yet_reaped_is_not_handed_over_to() {
 ))]
 #[test]
 fn a_start_resumed_after_its_wait_does_not_ask_and_leave() {
-    // nanosleep and clock_nanosleep.
-    #[cfg(target_arch = "x86_64")]
-    const SLEEPS: [i64; 2] = [35, 230];
-    #[cfg(target_arch = "aarch64")]
-    const SLEEPS: [i64; 2] = [101, 115];
     let (cb, tab, _, old) = blocked_api(1.0);
     cb.wait_state_saved(&[&tab]);
     let taker = cb
@@ -1273,18 +1333,7 @@ fn a_start_resumed_after_its_wait_does_not_ask_and_leave() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let syscall = || {
-        let text = std::fs::read_to_string(format!("/proc/{}/syscall", taker.id())).ok()?;
-        text.split_whitespace().next()?.parse::<i64>().ok()
-    };
-    let deadline = Instant::now() + 2 * SECOND;
-    while !syscall().is_some_and(|call| SLEEPS.contains(&call)) {
-        assert!(
-            Instant::now() < deadline,
-            "never saw the start's first sleep"
-        );
-    }
-    cowbell::signal(taker.id(), libc::SIGSTOP);
+    stop_at_first_sleep(taker.id());
     std::thread::sleep(6 * SECOND);
     cowbell::signal(taker.id(), libc::SIGCONT);
     let replaced = taker.wait_with_output().unwrap();
@@ -2238,6 +2287,64 @@ fn on_beside_a_command_holding_the_pidfile_for_long_turns_cowbell_on() {
         on.status.code()
     );
     cb.expect_label(&tab, "🔴 api", 3 * SECOND);
+}
+
+/// Whether `signal` waits, not yet taken, for the process `pid`.
+#[cfg(target_os = "linux")]
+fn pending(pid: u32, signal: libc::c_int) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("ShdPnd:"))
+        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .is_some_and(|mask| mask & (1 << (signal - 1)) != 0)
+}
+
+/// "Cowbell: on" while a daemon runs, then "Cowbell: off" before `on` is
+/// done (its handover under way): the `off`, given last, stands, whichever
+/// of the two gets the lock first. Here `off` does.
+#[cfg(target_os = "linux")]
+#[test]
+fn an_off_given_after_on_is_not_undone_by_on() {
+    let (cb, tab, _, daemon) = blocked_api(1.0);
+    cb.wait_state_saved(&[&tab]);
+    let wait_for = |what: &str, signal| {
+        let deadline = Instant::now() + 3 * SECOND;
+        while !pending(daemon, signal) {
+            assert!(Instant::now() < deadline, "never saw {what}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    };
+    cowbell::signal(daemon, libc::SIGSTOP);
+    let action = |id: &str| {
+        cb.launched(&[id], "action")
+            .env("HERDR_PLUGIN_ACTION_ID", id)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let on = action("on");
+    wait_for("on's SIGUSR1", libc::SIGUSR1);
+    let off = action("off");
+    wait_for("off's SIGUSR2", libc::SIGUSR2);
+    cowbell::signal(on.id(), libc::SIGSTOP);
+    cowbell::signal(daemon, libc::SIGCONT);
+    let off = off.wait_with_output().unwrap();
+    cowbell::signal(on.id(), libc::SIGCONT);
+    let on = on.wait_with_output().unwrap();
+    std::thread::sleep(2 * SECOND);
+    let (state, left, label) = (cb.state_json(), cb.daemon_pid(), cb.herdr.label(&tab));
+    if let Some(pid) = left {
+        cowbell::signal(pid, libc::SIGKILL);
+    }
+    assert!(
+        state.contains("\"off\":true") && left.is_none() && label == "api",
+        "off said {:?}; on said {:?} {:?}; daemon {left:?}; label {label:?}; state {state}",
+        String::from_utf8_lossy(&off.stdout),
+        String::from_utf8_lossy(&on.stdout),
+        String::from_utf8_lossy(&on.stderr)
+    );
 }
 
 /// `on` beside a daemon on another host (its pid means nothing here, so
