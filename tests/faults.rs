@@ -2226,44 +2226,21 @@ fn an_exit_while_a_command_holds_the_new_pidfile_keeps_the_names() {
     );
 }
 
-/// `on` while cowbell is off and a short command holds the pidfile for a
-/// moment (a watchdog's look, the startup hook giving names back): `on`
-/// waits for it and turns cowbell on, rather than leaving it off and
-/// blaming an `off` nobody ran.
+/// `on` while cowbell is off and a short command holds the pidfile (a
+/// watchdog's look for a moment; the startup hook giving names back to a
+/// slow herdr, for seconds): `on` waits for it and turns cowbell on,
+/// rather than leaving it off and blaming an `off` nobody ran.
 #[test]
 fn on_while_a_command_holds_the_pidfile_turns_cowbell_on() {
-    let (cb, tab, _, pid) = blocked_api(1.0);
-    assert!(cb.action("off").status.success());
-    assert!(cowbell::wait_dead(pid, 3 * SECOND));
-    let held = std::fs::OpenOptions::new()
-        .write(true)
-        .open(cb.server_dir().join("cowbell.pid"))
-        .unwrap();
-    // SAFETY: flock on a descriptor this test owns.
-    assert_eq!(unsafe { libc::flock(held.as_raw_fd(), libc::LOCK_EX) }, 0);
-    let command = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(200));
-        drop(held);
-    });
-    let on = cb.action("on");
-    command.join().unwrap();
-    let state = cb.state_json();
-    assert!(
-        on.status.success() && state.contains("\"off\":false"),
-        "on said {:?} {:?} (exit {:?}); state {state}",
-        on.stdout,
-        on.stderr,
-        on.status.code()
-    );
-    cb.expect_label(&tab, "🔴 api", 3 * SECOND);
+    on_beside_a_command_holding_the_pidfile(Duration::from_millis(200));
 }
 
-/// `on` beside a command that holds the lock longer than `on` waits for
-/// it (the startup hook giving names back to a slow herdr): `on` clears
-/// the flag once its start gets the lock, rather than saying an `off`
-/// finished at the same moment.
 #[test]
 fn on_beside_a_command_holding_the_pidfile_for_long_turns_cowbell_on() {
+    on_beside_a_command_holding_the_pidfile(6 * SECOND);
+}
+
+fn on_beside_a_command_holding_the_pidfile(hold: Duration) {
     let (cb, tab, _, pid) = blocked_api(1.0);
     assert!(cb.action("off").status.success());
     assert!(cowbell::wait_dead(pid, 3 * SECOND));
@@ -2273,7 +2250,7 @@ fn on_beside_a_command_holding_the_pidfile_for_long_turns_cowbell_on() {
         .unwrap();
     assert_eq!(flock(&held, libc::LOCK_EX), 0);
     let command = std::thread::spawn(move || {
-        std::thread::sleep(6 * SECOND);
+        std::thread::sleep(hold);
         drop(held);
     });
     let on = cb.action("on");
