@@ -1072,6 +1072,24 @@ fn stop_at_first_sleep(pid: u32) {
     cowbell::signal(pid, libc::SIGSTOP);
 }
 
+/// A `daemon --replace` stopped at its first sleep for `paused`, then let
+/// go on, to its end.
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+fn a_replace_stopped_before_its_signal(cb: &Cowbell, paused: Duration) -> std::process::Output {
+    let taker = cb
+        .launched(&["daemon", "--replace"], "startup")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    stop_at_first_sleep(taker.id());
+    std::thread::sleep(paused);
+    cowbell::signal(taker.id(), libc::SIGCONT);
+    taker.wait_with_output().unwrap()
+}
+
 /// The same, with the start stopped (Ctrl-Z) 12 s before it signalled:
 /// its wait for a daemon that decided counts from the signal too.
 #[cfg(all(
@@ -1081,15 +1099,7 @@ fn stop_at_first_sleep(pid: u32) {
 #[test]
 fn a_start_resumed_late_waits_for_an_old_daemon_that_decided_to_go() {
     let (cb, tab, stand_in) = a_stand_in_daemon(8 * SECOND);
-    let taker = cb
-        .launched(&["daemon", "--replace"], "startup")
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    stop_at_first_sleep(taker.id());
-    std::thread::sleep(12 * SECOND);
-    cowbell::signal(taker.id(), libc::SIGCONT);
-    let replaced = taker.wait_with_output().unwrap();
+    let replaced = a_replace_stopped_before_its_signal(&cb, 12 * SECOND);
     let decided = stand_in.join().unwrap();
     assert!(!decided.success(), "the stand-in was never asked to go");
     assert!(
@@ -1328,15 +1338,7 @@ fn a_start_that_gave_up_and_is_not_yet_reaped_is_not_handed_over_to() {
 fn a_start_resumed_after_its_wait_does_not_ask_and_leave() {
     let (cb, tab, _, old) = blocked_api(1.0);
     cb.wait_state_saved(&[&tab]);
-    let taker = cb
-        .launched(&["daemon", "--replace"], "startup")
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    stop_at_first_sleep(taker.id());
-    std::thread::sleep(6 * SECOND);
-    cowbell::signal(taker.id(), libc::SIGCONT);
-    let replaced = taker.wait_with_output().unwrap();
+    let replaced = a_replace_stopped_before_its_signal(&cb, 6 * SECOND);
     let pid = cb.wait_for_daemon(3 * SECOND);
     assert!(
         replaced.status.success() && pid != old,
