@@ -409,12 +409,16 @@ pub fn start(paths: &Paths, replace: bool, foreground: bool) -> io::Result<Start
 }
 
 /// `try_lock`, but a holder that wrote no pid gets a moment to either
-/// write one (a starting daemon) or let go (a short command).
+/// write one (a starting daemon) or let go (a short command). So does a
+/// holder beside a dead process's pid: a crashed daemon's, read while a
+/// `status` holds the lock for its look.
 pub fn try_lock_patiently(paths: &Paths) -> io::Result<Holder> {
     let give_up = Instant::now() + PIDLESS_WAIT;
     loop {
         match try_lock(paths)? {
-            Holder::Held(None) if Instant::now() < give_up => {
+            Holder::Held(pid)
+                if pid.is_none_or(|pid| !sys::is_alive(pid)) && Instant::now() < give_up =>
+            {
                 std::thread::sleep(LOOK_AGAIN);
             }
             holder => return Ok(holder),

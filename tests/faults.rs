@@ -535,29 +535,47 @@ fn off_waits_for_a_restore_that_takes_several_seconds() {
 /// then starts the daemon: a command is no daemon.
 #[test]
 fn a_watchdog_while_a_command_holds_the_lock_still_starts_the_daemon() {
+    a_watchdog_after_a_crash_beside(libc::LOCK_EX);
+}
+
+/// A `status` looks with a shared lock and leaves the crashed daemon's
+/// pid in the file: that pid, alone, is no daemon either.
+#[test]
+fn a_watchdog_while_a_status_looks_after_a_crash_still_starts_the_daemon() {
+    a_watchdog_after_a_crash_beside(libc::LOCK_SH);
+}
+
+/// Kills the daemon, holds its pidfile's lock as a short command does
+/// (`LOCK_EX`, emptying the file) or as `status` does (`LOCK_SH`, the
+/// dead pid left in it) for 200 ms, and runs the watchdog meanwhile.
+fn a_watchdog_after_a_crash_beside(how: libc::c_int) {
     let cb = Cowbell::new();
     let (tab, pane) = cb.tab(Some("api"));
     cb.startup();
     let pid = cb.wait_for_daemon(2 * SECOND);
     cowbell::signal(pid, libc::SIGKILL);
     assert!(cowbell::wait_dead(pid, 2 * SECOND));
-    // What a short command does: lock, and empty the file.
     let file = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .open(cb.server_dir().join("cowbell.pid"))
         .unwrap();
-    // SAFETY: flock on an fd this test owns.
-    let locked = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    assert_eq!(locked, 0);
-    file.set_len(0).unwrap();
+    assert_eq!(flock(&file, how | libc::LOCK_NB), 0);
+    if how == libc::LOCK_EX {
+        file.set_len(0).unwrap();
+    }
     let command = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(200));
         drop(file);
     });
     assert!(cb.watchdog().status.success());
     command.join().unwrap();
-    cb.wait_for_daemon(2 * SECOND);
+    // Not `wait_for_daemon`: the killed daemon may linger as a zombie.
+    let deadline = Instant::now() + 2 * SECOND;
+    while cb.daemons().is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(cb.daemons().len(), 1, "log:\n{}", cb.log());
     cb.herdr.set_status(&pane, "blocked");
     cb.expect_label(&tab, "🔴 api", CLEAR);
 }
