@@ -8,6 +8,7 @@
 //! other path. Only this module reads the environment for paths.
 
 use std::ffi::OsString;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
 /// The names in the per-server directory.
@@ -36,10 +37,34 @@ impl Paths {
     pub fn from_lookup(lookup: Lookup) -> Result<Paths, String> {
         let default_socket = under_home(lookup, "XDG_CONFIG_HOME", ".config")
             .map(|dir| dir.join("herdr/herdr.sock"));
-        let socket = lookup("HERDR_SOCKET_PATH")
-            .map(PathBuf::from)
-            .or_else(|| default_socket.clone())
-            .ok_or_else(|| unknown("herdr's socket", "HERDR_SOCKET_PATH"))?;
+        let socket = match (lookup("HERDR_SOCKET_PATH"), lookup("HERDR_SESSION")) {
+            (Some(socket), _) => PathBuf::from(socket),
+            // herdr's own command line picks a named session so.
+            (None, Some(session)) => {
+                let name = session
+                    .to_str()
+                    .filter(|name| is_session_name(name))
+                    .ok_or_else(|| {
+                        format!(
+                            "HERDR_SESSION={} is no herdr session name (at most 64 of \
+                             A-Z a-z 0-9 . _ -)",
+                            session.display()
+                        )
+                    })?;
+                default_socket
+                    .as_ref()
+                    .map(|default| {
+                        default
+                            .with_file_name("sessions")
+                            .join(name)
+                            .join("herdr.sock")
+                    })
+                    .ok_or_else(|| unknown("herdr's socket", "HERDR_SOCKET_PATH"))?
+            }
+            (None, None) => default_socket
+                .clone()
+                .ok_or_else(|| unknown("herdr's socket", "HERDR_SOCKET_PATH"))?,
+        };
         let state_dir = lookup("HERDR_PLUGIN_STATE_DIR")
             .map(PathBuf::from)
             .or_else(|| {
@@ -112,12 +137,32 @@ fn unknown(what: &str, variable: &str) -> String {
     format!("cannot tell where {what} is without an absolute HOME; set {variable} or HOME")
 }
 
+/// A session name as herdr allows it.
+fn is_session_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name != "."
+        && name != ".."
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
 /// The subdirectory of the state directory that belongs to one server
 /// (any socket is "another path" when herdr's default is unknown).
+///
+/// A command run by hand may spell the server's socket otherwise than
+/// herdr does (`//`, `/./`, a path relative to where it runs): each
+/// spelling must find the same directory, or a second daemon would start
+/// for the one server. Only what is the same path for any file system is
+/// tidied away; a symlink or a `..` is left as it is, since resolving it
+/// would rename the directory of a server whose socket herdr spells so.
 pub fn server_dir_name(socket: &Path, default_socket: Option<&Path>) -> String {
-    let Some(default_socket) = default_socket else {
+    let socket = &tidy(socket);
+    let Some(default_socket) = default_socket.map(tidy) else {
         return hashed(socket);
     };
+    let default_socket = default_socket.as_path();
     if socket == default_socket {
         return "default".to_string();
     }
@@ -131,18 +176,35 @@ pub fn server_dir_name(socket: &Path, default_socket: Option<&Path>) -> String {
         .parent()
         .and_then(Path::file_name)
         .and_then(|name| name.to_str());
-    if in_sessions && let Some(name) = name {
-        let readable = !name.is_empty()
-            && name.len() <= 64
-            && !name.starts_with('.')
-            && name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-        if readable {
-            return format!("session-{name}");
-        }
+    if in_sessions
+        && let Some(name) = name
+        && is_session_name(name)
+        && !name.starts_with('.')
+    {
+        return format!("session-{name}");
     }
     hashed(socket)
+}
+
+/// `path` made absolute (against the working directory) and rid of empty
+/// and `.` components: the same file for any file system.
+fn tidy(path: &Path) -> PathBuf {
+    let mut whole = Vec::new();
+    if path.is_relative()
+        && let Ok(cwd) = std::env::current_dir()
+    {
+        whole.extend_from_slice(cwd.as_os_str().as_bytes());
+        whole.push(b'/');
+    }
+    whole.extend_from_slice(path.as_os_str().as_bytes());
+    let mut tidy = Vec::with_capacity(whole.len());
+    for part in whole.split(|b| *b == b'/') {
+        if !part.is_empty() && part != b"." {
+            tidy.push(b'/');
+            tidy.extend_from_slice(part);
+        }
+    }
+    PathBuf::from(OsString::from_vec(tidy))
 }
 
 fn hashed(socket: &Path) -> String {
@@ -268,6 +330,74 @@ mod tests {
         let b = server_dir_name(Path::new("/tmp/b.sock"), Some(default));
         assert!(a.starts_with("socket-") && a.len() == 23 && a != b);
         assert_eq!(a, server_dir_name(Path::new("/tmp/a.sock"), Some(default)));
+    }
+
+    /// By hand, `//`, `/./` or a relative path name the same server: one
+    /// directory, or a second daemon would start for it. A symlink or a
+    /// `..` stays as spelled (herdr's own spelling must keep its name).
+    #[test]
+    fn spellings_of_one_socket_find_one_directory() {
+        let default = Path::new("/h/.config/herdr/herdr.sock");
+        let cases: &[(&str, &[&str])] = &[
+            (
+                "/h/.config/herdr/herdr.sock",
+                &[
+                    "/h/.config/herdr//herdr.sock",
+                    "/h/./.config/herdr/herdr.sock",
+                ],
+            ),
+            (
+                "/h/.config/herdr/sessions/work/herdr.sock",
+                &["//h/.config/herdr/sessions/./work//herdr.sock"],
+            ),
+            (
+                "/run/h.sock",
+                &["/run//h.sock", "/run/./h.sock", "//run/h.sock"],
+            ),
+        ];
+        for (canonical, spellings) in cases {
+            let want = server_dir_name(Path::new(canonical), Some(default));
+            for spelling in *spellings {
+                assert_eq!(
+                    server_dir_name(Path::new(spelling), Some(default)),
+                    want,
+                    "{spelling}"
+                );
+            }
+        }
+        let cwd = std::env::current_dir().unwrap();
+        assert_eq!(
+            server_dir_name(Path::new("./h.sock"), Some(default)),
+            server_dir_name(&cwd.join("h.sock"), Some(default))
+        );
+        // A spelling of the default with the default unknown: its hash.
+        assert_eq!(
+            server_dir_name(Path::new("/run//h.sock"), None),
+            server_dir_name(Path::new("/run/h.sock"), None)
+        );
+    }
+
+    #[test]
+    fn herdr_session_names_a_session_socket_unless_one_is_given() {
+        let home = [("HOME", "/h"), ("HERDR_PLUGIN_STATE_DIR", "/s")];
+        let with = |more: &[(&'static str, &'static str)]| {
+            let vars: Vec<_> = home.iter().chain(more).copied().collect();
+            Paths::from_lookup(&lookup(&vars))
+        };
+        let paths = with(&[("HERDR_SESSION", "work")]).unwrap();
+        assert_eq!(
+            paths.socket,
+            PathBuf::from("/h/.config/herdr/sessions/work/herdr.sock")
+        );
+        assert_eq!(paths.server_dir, PathBuf::from("/s/session-work"));
+        let paths = with(&[("HERDR_SESSION", "work"), ("HERDR_SOCKET_PATH", "/x.sock")]).unwrap();
+        assert_eq!(paths.socket, PathBuf::from("/x.sock"));
+        for bad in ["../x", "a/b", "..", "my work"] {
+            let error = with(&[("HERDR_SESSION", bad)]).unwrap_err();
+            assert!(error.contains("no herdr session name"), "{bad}: {error}");
+        }
+        let error = Paths::from_lookup(&lookup(&[("HERDR_SESSION", "work")])).unwrap_err();
+        assert!(error.contains("HERDR_SOCKET_PATH or HOME"), "{error}");
     }
 
     #[test]
