@@ -769,6 +769,40 @@ mod tests {
         assert!(daemon.dir(&paths).unwrap().is_none());
     }
 
+    /// A save that passed its first look while a command held the
+    /// directory's lock, and meanwhile the pidfile was deleted and a new
+    /// one locked (the command recording `off` there): once the save gets
+    /// the directory, the pidfile is no longer its own, and it must not
+    /// write over that `off`.
+    #[test]
+    fn a_writer_that_waited_for_the_directory_looks_at_the_pidfile_again() {
+        let dir = TempDir::new("write-lock-again");
+        let paths = paths_in(&dir);
+        let Holder::Free(daemon) = try_lock(&paths).unwrap() else {
+            panic!("the lock should be free");
+        };
+        // Another open file description of the directory: its flock is
+        // what a writer's `Dir::lock` waits for.
+        let busy = File::open(&paths.server_dir).unwrap();
+        assert!(sys::try_lock_exclusive(busy.as_fd()).unwrap());
+        let saver = {
+            let paths = paths.clone();
+            std::thread::spawn(move || daemon.dir(&paths).unwrap().is_some())
+        };
+        // The saver is past its first look (the pidfile is still its own)
+        // and waits for the directory.
+        std::thread::sleep(Duration::from_millis(200));
+        std::fs::remove_file(paths.pid_file()).unwrap();
+        let Holder::Free(_command) = try_lock(&paths).unwrap() else {
+            panic!("the new pidfile should be free");
+        };
+        drop(busy);
+        assert!(
+            !saver.join().unwrap(),
+            "a save wrote beside a pidfile that is no longer its own"
+        );
+    }
+
     #[test]
     fn a_pidfile_gives_its_pid_or_none() {
         assert_eq!(pid_in(b"4242\n"), Some(4242));
