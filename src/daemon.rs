@@ -803,6 +803,22 @@ mod tests {
         );
     }
 
+    /// A daemon whose pidfile was deleted, alone or with its directory:
+    /// there is nowhere of its own to write, which is no failure to log
+    /// ("cannot save") at every save until it locks a new pidfile.
+    #[test]
+    fn a_writer_whose_pidfile_was_deleted_has_no_directory_and_no_error() {
+        let dir = TempDir::new("pidfile-gone");
+        let paths = paths_in(&dir);
+        let Holder::Free(daemon) = try_lock(&paths).unwrap() else {
+            panic!("the lock should be free");
+        };
+        std::fs::remove_file(paths.pid_file()).unwrap();
+        assert!(matches!(daemon.dir(&paths), Ok(None)));
+        std::fs::remove_dir_all(&paths.server_dir).unwrap();
+        assert!(matches!(daemon.dir(&paths), Ok(None)));
+    }
+
     #[test]
     fn a_pidfile_gives_its_pid_or_none() {
         assert_eq!(pid_in(b"4242\n"), Some(4242));
