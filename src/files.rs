@@ -288,6 +288,26 @@ pub mod tests {
         assert!(Dir::open(&dir_link).is_err());
     }
 
+    /// A directory whose lock another writer keeps past the wait (one
+    /// stopped between its check and its write): this writer must not go
+    /// on without the lock, or that one's write could land after its own
+    /// (an old save over a new `off`). It fails, to be tried again.
+    #[test]
+    fn a_directory_locked_past_the_wait_is_not_taken_without_its_lock() {
+        let temp = TempDir::new("dir-lock-wait");
+        let busy = File::open(&temp.0).unwrap();
+        assert!(sys::try_lock_exclusive(busy.as_fd()).unwrap());
+        let held = Dir::open(&temp.0).unwrap();
+        let asked = Instant::now();
+        let error = held
+            .lock(Duration::from_millis(100))
+            .expect_err("went on without the lock");
+        assert_eq!(error.kind(), io::ErrorKind::WouldBlock);
+        assert!(asked.elapsed() >= Duration::from_millis(100));
+        drop(busy);
+        held.lock(Duration::ZERO).unwrap();
+    }
+
     /// The state directory deleted and made again by someone else: a write
     /// through the old one must not land in the new one, over what its
     /// pidfile's holder wrote there.
