@@ -2142,6 +2142,46 @@ fn off_after_the_state_files_were_deleted_survives_a_resync() {
     off_survives_a_resync_after(delete_state_files);
 }
 
+/// A save that holds the server directory's lock (an old daemon's, begun
+/// before its pidfile was deleted, and slow to sync) while `off` records
+/// the flag under the new pidfile: `off` must write after that save, not
+/// before it, or the old save lands last and the `off` is lost.
+#[test]
+fn off_writes_after_a_save_that_holds_the_directory() {
+    let cb = Cowbell::new();
+    let (tab, pane) = cb.tab(Some("api"));
+    cb.herdr.set_status(&pane, "blocked");
+    assert!(cb.run(&["sync"]).status.success());
+    let old_save = cb.state_json();
+    assert!(old_save.contains("\"off\":false"), "{old_save}");
+    let dir = std::fs::File::open(cb.server_dir()).unwrap();
+    assert_eq!(flock(&dir, libc::LOCK_EX), 0);
+    let off = cb
+        .launched(&["off"], "action")
+        .env("HERDR_PLUGIN_ACTION_ID", "off")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Well within the second a writer waits for the directory.
+    std::thread::sleep(Duration::from_millis(500));
+    // The old save lands, then lets go of the directory.
+    let temp = cb.server_dir().join(".old-save.tmp");
+    std::fs::write(&temp, &old_save).unwrap();
+    std::fs::rename(&temp, cb.server_dir().join("state.json")).unwrap();
+    drop(dir);
+    let off = off.wait_with_output().unwrap();
+    let state = cb.state_json();
+    assert!(
+        off.status.success() && state.contains("\"off\":true"),
+        "off said {:?} {:?} (exit {:?}); state {state}",
+        String::from_utf8_lossy(&off.stdout),
+        String::from_utf8_lossy(&off.stderr),
+        off.status.code()
+    );
+    assert_eq!(cb.herdr.label(&tab), "api");
+}
+
 fn delete_state_files(cb: &Cowbell) {
     for entry in std::fs::read_dir(cb.server_dir()).unwrap().flatten() {
         let _ = std::fs::remove_file(entry.path());
