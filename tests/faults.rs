@@ -2182,6 +2182,27 @@ fn off_writes_after_a_save_that_holds_the_directory() {
     assert_eq!(cb.herdr.label(&tab), "api");
 }
 
+/// A save kept out of the server directory past its second (another
+/// writer stopped in its write): the daemon says so in the log, and saves
+/// at the next chance once the directory is free again.
+#[test]
+fn a_save_kept_out_of_the_directory_says_so_and_saves_later() {
+    let (cb, tab, pane, pid) = blocked_api(1.0);
+    cb.wait_state_saved(&[&tab]);
+    let dir = std::fs::File::open(cb.server_dir()).unwrap();
+    assert_eq!(flock(&dir, libc::LOCK_EX), 0);
+    cb.herdr.set_status(&pane, "working");
+    cb.expect_label(&tab, "🟡 api", 3 * SECOND);
+    let said = wait_log(&cb, "kept writing there", 3 * SECOND);
+    drop(dir);
+    cb.herdr.set_status(&pane, "blocked");
+    cb.expect_label(&tab, "🔴 api", 3 * SECOND);
+    let again = wait_log(&cb, "state saved again", 3 * SECOND);
+    let log = cb.log();
+    cowbell::signal(pid, libc::SIGKILL);
+    assert!(said && again, "{log}");
+}
+
 fn delete_state_files(cb: &Cowbell) {
     for entry in std::fs::read_dir(cb.server_dir()).unwrap().flatten() {
         let _ = std::fs::remove_file(entry.path());
