@@ -332,6 +332,22 @@ fn a_start_that_cannot_fork_gives_the_names_back() {
     assert!(cb.daemons().is_empty(), "{:?}", cb.daemons());
 }
 
+/// …and records that it did: state.json keeps no icon for a tab whose
+/// name it gave back (as after a stop), so nothing later takes the tab for
+/// one that still wears cowbell's label.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_start_that_cannot_fork_records_the_names_it_gave_back() {
+    let (cb, tab, _, old) = blocked_api(1.0);
+    assert!(cb.state_json().contains("🔴"), "{}", cb.state_json());
+    let replace = limited(&cb, &["daemon", "--replace"], "startup", Limit::NoFork);
+    let stderr = String::from_utf8_lossy(&replace.stderr);
+    assert!(cowbell::wait_dead(old, 5 * SECOND));
+    assert_eq!(cb.herdr.label(&tab), "api", "{stderr}");
+    let state = cb.state_json();
+    assert!(!state.contains("🔴"), "{state}");
+}
+
 /// `off` when nothing can be saved (here a directory where the temp file
 /// goes; a full disk does the same): the names come back, but off is not
 /// on record, and the person must hear that the next hook turns cowbell
