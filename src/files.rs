@@ -308,6 +308,26 @@ pub mod tests {
         held.lock(Duration::ZERO).unwrap();
     }
 
+    /// A writer waiting for the directory gets it soon after the other
+    /// one lets go: the daemon's loop waits meanwhile.
+    #[test]
+    fn a_writer_gets_the_directory_soon_after_it_is_let_go() {
+        let temp = TempDir::new("dir-lock-soon");
+        let busy = File::open(&temp.0).unwrap();
+        assert!(sys::try_lock_exclusive(busy.as_fd()).unwrap());
+        let path = temp.0.clone();
+        let writer = std::thread::spawn(move || {
+            let held = Dir::open(&path).unwrap();
+            held.lock(Duration::from_secs(1)).map(|()| Instant::now())
+        });
+        std::thread::sleep(Duration::from_millis(100));
+        let freed = Instant::now();
+        drop(busy);
+        let got = writer.join().unwrap().unwrap();
+        let after = got.saturating_duration_since(freed);
+        assert!(after < Duration::from_millis(300), "got it {after:?} later");
+    }
+
     /// The state directory deleted and made again by someone else: a write
     /// through the old one must not land in the new one, over what its
     /// pidfile's holder wrote there.
