@@ -539,6 +539,9 @@ struct TabStatus {
 struct StatusReport {
     daemon_running: bool,
     pid: Option<u32>,
+    /// Why the pidfile could not be looked at: whether a daemon runs is
+    /// then unknown, which "not running" would misstate.
+    daemon_problem: Option<String>,
     socket: String,
     server_reachable: bool,
     server_error: Option<String>,
@@ -554,7 +557,13 @@ struct StatusReport {
 }
 
 pub fn status(paths: &Paths, as_json: bool) -> Result<u8, Error> {
-    let pid = daemon::probe(paths).ok().flatten();
+    let (pid, daemon_problem) = match daemon::probe(paths) {
+        Ok(pid) => (pid, None),
+        Err(error) => (
+            None,
+            Some(format!("{}: {error}", paths.pid_file().display())),
+        ),
+    };
     let running = pid.is_some();
     let (state, state_problem) = state::peek(&paths.state_file());
     let loaded = config::load(&paths.config_file);
@@ -588,6 +597,7 @@ pub fn status(paths: &Paths, as_json: bool) -> Result<u8, Error> {
     let report = StatusReport {
         daemon_running: running,
         pid,
+        daemon_problem,
         socket: paths.socket.display().to_string(),
         server_reachable: server_error.is_none(),
         server_error,
@@ -649,6 +659,7 @@ fn summary_line(report: &StatusReport) -> String {
     let daemon = match (report.off, report.daemon_running) {
         (true, _) => "off".to_string(),
         (false, true) => "on, daemon running".to_string(),
+        (false, false) if report.daemon_problem.is_some() => "on, daemon unknown".to_string(),
         (false, false) => "on, daemon not running".to_string(),
     };
     let tracked = report.tabs.iter().filter(|t| t.tracked).count();
@@ -688,15 +699,11 @@ fn status_text(report: &StatusReport, summary: &str) -> String {
     let pid = report
         .pid
         .map_or(String::new(), |pid| format!(" (pid {pid})"));
-    let _ = writeln!(
-        text,
-        "daemon: {}{pid}",
-        if report.daemon_running {
-            "running"
-        } else {
-            "not running"
-        }
-    );
+    let _ = match &report.daemon_problem {
+        Some(problem) => writeln!(text, "daemon: unknown (cannot look: {problem})"),
+        None if report.daemon_running => writeln!(text, "daemon: running{pid}"),
+        None => writeln!(text, "daemon: not running"),
+    };
     let _ = match &report.server_error {
         None => writeln!(text, "socket: {} (reachable)", report.socket),
         Some(error) => writeln!(text, "socket: {} (unreachable: {error})", report.socket),

@@ -208,6 +208,70 @@ fn a_start_short_of_descriptors_keeps_the_old_daemon() {
     );
 }
 
+/// A command short of descriptors reads the pidfile but cannot read the
+/// boot id that says where the pid means something: it must not take this
+/// host's daemon for a holder with no pid to signal (a command, a daemon on
+/// another host), wait for it and say so, only fail for want of
+/// descriptors.
+#[test]
+fn a_command_short_of_descriptors_does_not_take_the_daemon_for_a_pidless_holder() {
+    let (cb, _, _, pid) = blocked_api(1.0);
+    for limit in 3..=8 {
+        let sync = limited(&cb, &["sync"], "action", Limit::Descriptors(limit));
+        let stderr = String::from_utf8_lossy(&sync.stderr);
+        assert!(
+            !stderr.contains("without a pid") && !stderr.contains("another host"),
+            "ulimit -n {limit}: {stderr}"
+        );
+    }
+    assert!(cowbell::alive(pid));
+    cowbell::signal(pid, libc::SIGKILL);
+}
+
+/// `status` short of descriptors, while the daemon runs: it must not say
+/// that no daemon runs (a person would start one, or look for a crash);
+/// it cannot tell, and says so.
+#[test]
+fn status_short_of_descriptors_does_not_say_the_daemon_is_not_running() {
+    let (cb, _, _, pid) = blocked_api(1.0);
+    for limit in 3..=8 {
+        let status = limited(&cb, &["status"], "action", Limit::Descriptors(limit));
+        let stdout = String::from_utf8_lossy(&status.stdout);
+        assert!(
+            !stdout.contains("daemon: not running"),
+            "ulimit -n {limit}, exit {:?}: {stdout}{}",
+            status.status.code(),
+            String::from_utf8_lossy(&status.stderr)
+        );
+    }
+    cowbell::signal(pid, libc::SIGKILL);
+}
+
+/// A start that had its reserve of descriptors and asked the old daemon
+/// to go lets the reserve go before it reads the state: it never fails
+/// that read for want of descriptors, which would leave no daemon at all.
+#[test]
+fn a_start_that_had_its_reserve_can_read_the_state() {
+    let (cb, _, _, _) = blocked_api(1.0);
+    for limit in 8..=12 {
+        let replace = limited(
+            &cb,
+            &["daemon", "--replace"],
+            "startup",
+            Limit::Descriptors(limit),
+        );
+        let stderr = String::from_utf8_lossy(&replace.stderr).into_owned();
+        assert!(!stderr.contains("just now"), "ulimit -n {limit}: {stderr}");
+        if cb.daemons().is_empty() {
+            assert!(cb.watchdog().status.success());
+            cb.wait_for_daemon(2 * SECOND);
+        }
+    }
+    for pid in cb.daemons() {
+        cowbell::signal(pid, libc::SIGKILL);
+    }
+}
+
 /// The short commands write state.json too: a file size limit must make
 /// that write fail with a message, not kill the command with SIGXFSZ
 /// before it says anything.
