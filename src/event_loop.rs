@@ -1209,7 +1209,11 @@ impl EventLoop {
     fn on_tabs_listed(&mut self, infos: Vec<TabInfo>, now: Instant) {
         // A pane created or closed without its event reaching us
         // (a slow reader loses events) shows in the pane counts.
-        let listed_panes: u64 = infos.iter().filter_map(|t| t.pane_count).sum();
+        // (Saturating: herdr's counts are any u64 on the wire.)
+        let listed_panes = infos
+            .iter()
+            .filter_map(|t| t.pane_count)
+            .fold(0, u64::saturating_add);
         let listing = self.listing_panes();
         // (Not while a refused subscription waits out its backoff:
         // its timer lists the panes again.)

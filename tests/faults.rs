@@ -15,7 +15,7 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use support::cowbell::{self, Cowbell, bin};
-use support::fake_herdr::Options;
+use support::fake_herdr::{Options, quote};
 use support::hooks;
 use support::invariants::{
     Names, assert_icons, assert_invariants, assert_one_daemon, assert_restore, log_tail,
@@ -915,6 +915,58 @@ fn an_error_line_to_the_lifecycle_subscription_is_retried() {
     s.poke();
     s.icons_within(CLEAR);
     s.still_well(pid);
+}
+
+/// herdr's `pane_count` is any u64 on the wire. Two tabs whose counts add
+/// up past u64::MAX must not kill the daemon (the counts are summed to
+/// notice a pane set that changed without its event); a debug build
+/// panicked on the overflow.
+#[test]
+fn pane_counts_that_add_up_past_u64_max_do_not_kill_the_daemon() {
+    let cb = Cowbell::new();
+    let mut names = Names::new();
+    let (_, p1) = names.tab(&cb, Some("api"));
+    let (_, p2) = names.tab(&cb, Some("docs"));
+    cb.herdr.set_status(&p1, "blocked");
+    cb.herdr.set_status(&p2, "working");
+    cb.startup();
+    let pid = cb.wait_for_daemon(2 * SECOND);
+    assert_icons(&cb, &names, 3 * SECOND);
+    let tabs: Vec<String> = cb
+        .herdr
+        .tabs()
+        .iter()
+        .map(|t| {
+            format!(
+                r#"{{"tab_id":{},"workspace_id":{},"number":{},"label":{},"focused":false,"pane_count":{},"agent_status":{}}}"#,
+                quote(&t.tab_id),
+                quote(&t.workspace_id),
+                t.number,
+                quote(&t.label),
+                u64::MAX,
+                quote(&t.status)
+            )
+        })
+        .collect();
+    let answer = format!(
+        r#"{{"id":"r","result":{{"type":"tab_list","tabs":[{}]}}}}"#,
+        tabs.join(",")
+    ) + "\n";
+    cb.herdr.answer_raw("tab.list", 1, answer.as_bytes());
+    // Any event makes the daemon list the tabs.
+    cb.herdr.set_status(&p1, "idle");
+    let used = cb
+        .herdr
+        .wait_until(3 * SECOND, |_| cb.herdr.canned_left() == 0);
+    assert!(used, "the canned tab.list was never asked for");
+    std::thread::sleep(SECOND / 2);
+    assert!(
+        cb.daemons().contains(&pid),
+        "the daemon died; log:\n{}",
+        log_tail(&cb, 20)
+    );
+    cb.herdr.set_status(&p2, "blocked");
+    assert_icons(&cb, &names, 3 * SECOND);
 }
 
 // ---------------------------------------------------------------------------
