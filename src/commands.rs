@@ -573,7 +573,10 @@ pub fn status(paths: &Paths, as_json: bool) -> Result<u8, Error> {
         Err(Error::Herdr { why, .. }) => (Vec::new(), Some(why)),
         Err(error) => (Vec::new(), Some(error.to_string())),
     };
-    let now_ms = Clock::now().wall_ms;
+    // Cool-downs as a daemon would read them: one further away than it
+    // could last (saved before the wall clock went back) is dropped.
+    let clock = Clock::now();
+    let tracker = state::to_tracker(&state, clock, &Timing::REAL);
     let tab_rows: Vec<TabStatus> = tabs
         .iter()
         .map(|tab| {
@@ -587,10 +590,12 @@ pub fn status(paths: &Paths, as_json: bool) -> Result<u8, Error> {
                 status: tab.status().name().to_string(),
                 tracked: entry.is_some(),
                 fights: entry.and_then(|e| e.fights_total).unwrap_or(0),
-                cooldown_until: entry
-                    .and_then(|e| e.cooldown_until_ms)
-                    .filter(|until| *until > now_ms)
-                    .map(|until| utc_timestamp(until / 1000)),
+                cooldown_until: tracker
+                    .tabs
+                    .get(&tab.tab_id)
+                    .and_then(|record| record.fight.cooldown_until)
+                    .filter(|until| *until > clock.mono)
+                    .map(|until| utc_timestamp(clock.to_wall(until) / 1000)),
             }
         })
         .collect();

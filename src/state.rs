@@ -322,7 +322,7 @@ impl Clock {
         self.to_wall(newer.mono).abs_diff(newer.wall_ms) <= 1000
     }
 
-    fn to_wall(self, at: Instant) -> u64 {
+    pub fn to_wall(self, at: Instant) -> u64 {
         if at >= self.mono {
             self.wall_ms
                 .saturating_add(at.duration_since(self.mono).as_millis() as u64)

@@ -841,6 +841,43 @@ fn status_shows_fight_counts_and_cooldown_ends() {
     assert!(!web_line.contains("cooling"), "{text}");
 }
 
+/// status shows a cool-down as a daemon would keep it: one that ends
+/// further away than a cool-down can last (state.json saved before the
+/// wall clock went back, or edited by hand) is none, while one that ends
+/// within its length shows.
+#[test]
+fn status_shows_no_cooldown_that_could_not_last_so_long() {
+    let cb = Cowbell::new();
+    let (far, _) = cb.tab(Some("api"));
+    let (near, _) = cb.tab(Some("web"));
+    let now = wall_ms();
+    let entry = |base: &str, until: u64| {
+        format!(
+            r#"{{"base":"{base}","written":"{base}","seen":"{base}","auto_named":false,"fights_ms":[],"last_own_rename_ms":{now},"cooldown_until_ms":{until},"last_cooldown_end_ms":{until},"last_cooldown_ms":60000,"cooldown_level":1,"fights_total":3}}"#
+        )
+    };
+    let state = format!(
+        r#"{{"version":1,"off":false,"tabs":{{"{far}":{},"{near}":{}}}}}"#,
+        entry("api", 253_402_300_799_000),
+        entry("web", now + 50_000)
+    );
+    // A sync makes the server's directory.
+    assert!(cb.run(&["sync"]).status.success());
+    std::fs::write(cb.server_dir().join("state.json"), state).unwrap();
+    let row = status_row(&cb, &far);
+    assert!(
+        matches!(row.get("cooldown_until"), Some(Value::Null)),
+        "{}",
+        show(&row)
+    );
+    let row = status_row(&cb, &near);
+    assert!(
+        matches!(row.get("cooldown_until"), Some(Value::String(_))),
+        "{}",
+        show(&row)
+    );
+}
+
 // ---------------------------------------------------------------------------
 // Auto-named tabs
 // ---------------------------------------------------------------------------
