@@ -3212,6 +3212,61 @@ fn an_unreadable_config_file_falls_back_to_defaults() {
     sigterm_restores_every_name(&cb, &names);
 }
 
+/// A state.json whose times are all u64::MAX (or 0), whose cool-down level
+/// and fight count are u32::MAX: the panic audit's extremes. A new daemon
+/// on it stays up and puts the icons right, status answers in both forms,
+/// and off gives the names back.
+#[test]
+fn a_state_json_of_extreme_times_and_counts_is_survived() {
+    for time in [u64::MAX, 0] {
+        let cb = Cowbell::new();
+        let mut names = Names::new();
+        let (t1, p1) = names.tab(&cb, Some("api"));
+        let (t2, p2) = names.tab(&cb, Some("docs"));
+        cb.herdr.set_status(&p1, "blocked");
+        cb.herdr.set_status(&p2, "working");
+        cb.startup();
+        let pid = cb.wait_for_daemon(2 * SECOND);
+        assert_icons(&cb, &names, 3 * SECOND);
+        cowbell::signal(pid, libc::SIGKILL);
+        assert!(cowbell::wait_dead(pid, 2 * SECOND));
+        let tabs = [(&t1, "api"), (&t2, "docs")]
+            .iter()
+            .map(|(tab, base)| {
+                let label = quote(&cb.herdr.label(tab));
+                format!(
+                    r#"{}:{{"base":{},"written":{label},"seen":{label},"pending":null,"auto_named":false,"fights_ms":[0,1,{time},{time}],"last_own_rename_ms":{time},"cooldown_until_ms":{time},"last_cooldown_end_ms":{time},"last_cooldown_ms":{time},"cooldown_level":{max},"fights_total":{max}}}"#,
+                    quote(tab),
+                    quote(base),
+                    max = u32::MAX
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(",");
+        let state =
+            format!(r#"{{"version":1,"off":false,"daemon_running":true,"tabs":{{{tabs}}}}}"#);
+        std::fs::write(cb.server_dir().join("state.json"), &state).unwrap();
+        cb.startup();
+        let pid = cb.wait_for_daemon(2 * SECOND);
+        cb.herdr.set_status(&p1, "working");
+        cb.herdr.rename_tab(&t2, "web");
+        names.set(&t2, "web");
+        assert_icons(&cb, &names, 3 * SECOND);
+        assert!(
+            cb.daemons().contains(&pid),
+            "the daemon died on {state}; log:\n{}",
+            log_tail(&cb, 20)
+        );
+        for args in [&["status"][..], &["status", "--json"]] {
+            let outcome = cb.run(args);
+            assert!(outcome.status.success(), "{args:?}: {}", outcome.stderr);
+        }
+        assert!(cb.run(&["off"]).status.success());
+        assert_eq!(cb.herdr.label(&t1), "api");
+        assert_eq!(cb.herdr.label(&t2), "web");
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Security
 // ---------------------------------------------------------------------------
