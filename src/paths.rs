@@ -9,6 +9,7 @@
 
 use std::ffi::OsString;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 /// The names in the per-server directory.
@@ -39,8 +40,9 @@ impl Paths {
             .map(|dir| dir.join("herdr/herdr.sock"));
         let socket = match (lookup("HERDR_SOCKET_PATH"), lookup("HERDR_SESSION")) {
             (Some(socket), _) => PathBuf::from(socket),
-            // herdr's own command line picks a named session so.
-            (None, Some(session)) => {
+            // herdr's own command line picks a named session so; "default"
+            // is its name for the default server.
+            (None, Some(session)) if session != "default" => {
                 let name = session
                     .to_str()
                     .filter(|name| is_session_name(name))
@@ -61,7 +63,7 @@ impl Paths {
                     })
                     .ok_or_else(|| unknown("herdr's socket", "HERDR_SOCKET_PATH"))?
             }
-            (None, None) => default_socket
+            (None, _) => default_socket
                 .clone()
                 .ok_or_else(|| unknown("herdr's socket", "HERDR_SOCKET_PATH"))?,
         };
@@ -77,7 +79,7 @@ impl Paths {
         let plugin_id = lookup("HERDR_PLUGIN_ID")
             .and_then(|id| id.into_string().ok())
             .unwrap_or_else(|| "cowbell".to_string());
-        let server_dir = state_dir.join(server_dir_name(&socket, default_socket.as_deref()));
+        let server_dir = server_dir(&state_dir, &socket, default_socket.as_deref(), lookup);
         Ok(Paths {
             socket,
             config_file: config_file(lookup)?,
@@ -148,8 +150,7 @@ fn is_session_name(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
-/// The subdirectory of the state directory that belongs to one server
-/// (any socket is "another path" when herdr's default is unknown).
+/// The server's subdirectory of `state_dir`, named by `server_dir_name`.
 ///
 /// A command run by hand may spell the server's socket otherwise than
 /// herdr does (`//`, `/./`, a path relative to where it runs): each
@@ -157,12 +158,54 @@ fn is_session_name(name: &str) -> bool {
 /// for the one server. Only what is the same path for any file system is
 /// tidied away; a symlink or a `..` is left as it is, since resolving it
 /// would rename the directory of a server whose socket herdr spells so.
+/// For the same reason a directory named after the socket as spelled
+/// (by a cowbell from before spellings were tidied) stays in use while it
+/// is there: its daemon may still run.
+fn server_dir(
+    state_dir: &Path,
+    socket: &Path,
+    default_socket: Option<&Path>,
+    lookup: Lookup,
+) -> PathBuf {
+    let cwd = if socket.is_relative() {
+        working_dir(lookup)
+    } else {
+        None
+    };
+    let tidy = |path: &Path| tidy(path, cwd.as_deref());
+    let named = state_dir.join(server_dir_name(
+        &tidy(socket),
+        default_socket.map(tidy).as_deref(),
+    ));
+    let as_spelled = state_dir.join(server_dir_name(socket, default_socket));
+    if as_spelled != named && as_spelled.is_dir() {
+        as_spelled
+    } else {
+        named
+    }
+}
+
+/// The working directory as the shell spells it (`$PWD` keeps the name of
+/// a symlinked directory, as herdr's own spelling of a socket there
+/// would), when it is the working directory; else as the system has it.
+fn working_dir(lookup: Lookup) -> Option<PathBuf> {
+    let here = std::fs::metadata(".").ok()?;
+    lookup("PWD")
+        .map(PathBuf::from)
+        .filter(|pwd| {
+            pwd.is_absolute()
+                && std::fs::metadata(pwd)
+                    .is_ok_and(|m| m.dev() == here.dev() && m.ino() == here.ino())
+        })
+        .or_else(|| std::env::current_dir().ok())
+}
+
+/// The name of a server's subdirectory (any socket is "another path" when
+/// herdr's default is unknown).
 pub fn server_dir_name(socket: &Path, default_socket: Option<&Path>) -> String {
-    let socket = &tidy(socket);
-    let Some(default_socket) = default_socket.map(tidy) else {
+    let Some(default_socket) = default_socket else {
         return hashed(socket);
     };
-    let default_socket = default_socket.as_path();
     if socket == default_socket {
         return "default".to_string();
     }
@@ -186,23 +229,23 @@ pub fn server_dir_name(socket: &Path, default_socket: Option<&Path>) -> String {
     hashed(socket)
 }
 
-/// `path` made absolute (against the working directory) and rid of empty
-/// and `.` components: the same file for any file system.
-fn tidy(path: &Path) -> PathBuf {
-    let mut whole = Vec::new();
-    if path.is_relative()
-        && let Ok(cwd) = std::env::current_dir()
-    {
-        whole.extend_from_slice(cwd.as_os_str().as_bytes());
-        whole.push(b'/');
-    }
-    whole.extend_from_slice(path.as_os_str().as_bytes());
-    let mut tidy = Vec::with_capacity(whole.len());
-    for part in whole.split(|b| *b == b'/') {
-        if !part.is_empty() && part != b"." {
-            tidy.push(b'/');
-            tidy.extend_from_slice(part);
+/// `path` made absolute (against `cwd`, when known) and rid of empty and
+/// `.` components: the same file for any file system.
+fn tidy(path: &Path, cwd: Option<&Path>) -> PathBuf {
+    let whole = match cwd {
+        Some(cwd) if path.is_relative() => cwd.join(path),
+        _ => path.to_path_buf(),
+    };
+    let bytes = whole.as_os_str().as_bytes();
+    let mut tidy = Vec::with_capacity(bytes.len());
+    for part in bytes.split(|b| *b == b'/') {
+        if part.is_empty() || part == b"." {
+            continue;
         }
+        if !tidy.is_empty() || bytes.starts_with(b"/") {
+            tidy.push(b'/');
+        }
+        tidy.extend_from_slice(part);
     }
     PathBuf::from(OsString::from_vec(tidy))
 }
@@ -217,6 +260,7 @@ fn hashed(socket: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::files::tests::TempDir;
 
     fn lookup<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<OsString> + 'a {
         move |name| {
@@ -332,12 +376,25 @@ mod tests {
         assert_eq!(a, server_dir_name(Path::new("/tmp/a.sock"), Some(default)));
     }
 
+    /// The server directory for `socket` as a command would find it, with
+    /// HOME /h, the state directory `state` and the environment `more`.
+    fn dir_for(state: &Path, socket: &str, more: &[(&str, &str)]) -> PathBuf {
+        let state = state.to_str().unwrap();
+        let mut vars = vec![
+            ("HOME", "/h"),
+            ("HERDR_PLUGIN_STATE_DIR", state),
+            ("HERDR_SOCKET_PATH", socket),
+        ];
+        vars.extend_from_slice(more);
+        Paths::from_lookup(&lookup(&vars)).unwrap().server_dir
+    }
+
     /// By hand, `//`, `/./` or a relative path name the same server: one
     /// directory, or a second daemon would start for it. A symlink or a
     /// `..` stays as spelled (herdr's own spelling must keep its name).
     #[test]
     fn spellings_of_one_socket_find_one_directory() {
-        let default = Path::new("/h/.config/herdr/herdr.sock");
+        let state = Path::new("/nowhere/state");
         let cases: &[(&str, &[&str])] = &[
             (
                 "/h/.config/herdr/herdr.sock",
@@ -356,25 +413,60 @@ mod tests {
             ),
         ];
         for (canonical, spellings) in cases {
-            let want = server_dir_name(Path::new(canonical), Some(default));
+            let want = dir_for(state, canonical, &[]);
             for spelling in *spellings {
-                assert_eq!(
-                    server_dir_name(Path::new(spelling), Some(default)),
-                    want,
-                    "{spelling}"
-                );
+                assert_eq!(dir_for(state, spelling, &[]), want, "{spelling}");
             }
         }
+        assert_eq!(
+            dir_for(state, "/h/.config/herdr//herdr.sock", &[]),
+            state.join("default")
+        );
         let cwd = std::env::current_dir().unwrap();
+        let absolute = cwd.join("h.sock");
+        let want = dir_for(state, absolute.to_str().unwrap(), &[]);
+        assert_eq!(dir_for(state, "./h.sock", &[]), want);
+        // A PWD that is not the working directory is not believed.
+        assert_eq!(dir_for(state, "h.sock", &[("PWD", "/elsewhere")]), want);
+        // Without a working directory a relative path stays relative.
         assert_eq!(
-            server_dir_name(Path::new("./h.sock"), Some(default)),
-            server_dir_name(&cwd.join("h.sock"), Some(default))
+            tidy(Path::new("a//./h.sock"), None),
+            PathBuf::from("a/h.sock")
         );
-        // A spelling of the default with the default unknown: its hash.
+    }
+
+    /// The shell's PWD keeps the name of a symlinked working directory,
+    /// which is how herdr's own spelling of a socket there goes.
+    #[test]
+    fn a_relative_socket_is_read_against_the_shells_working_directory() {
+        let temp = TempDir::new("pwd");
+        let link = temp.0.join("link");
+        std::os::unix::fs::symlink(std::env::current_dir().unwrap(), &link).unwrap();
+        let state = temp.0.join("state");
+        let through_link = link.join("h.sock");
+        let pwd = [("PWD", link.to_str().unwrap())];
         assert_eq!(
-            server_dir_name(Path::new("/run//h.sock"), None),
-            server_dir_name(Path::new("/run/h.sock"), None)
+            dir_for(&state, "h.sock", &pwd),
+            dir_for(&state, through_link.to_str().unwrap(), &[])
         );
+    }
+
+    /// A directory a cowbell from before spellings were tidied named after
+    /// the socket as herdr spells it stays in use: its daemon may run.
+    #[test]
+    fn a_directory_named_after_the_untidied_spelling_stays_in_use() {
+        let temp = TempDir::new("spelled");
+        let state = temp.0.join("state");
+        let tidied = dir_for(&state, "/run/h.sock", &[]);
+        let legacy = state.join(server_dir_name(
+            Path::new("/run//h.sock"),
+            Some(Path::new("/h/.config/herdr/herdr.sock")),
+        ));
+        assert_ne!(legacy, tidied);
+        assert_eq!(dir_for(&state, "/run//h.sock", &[]), tidied);
+        std::fs::create_dir_all(&legacy).unwrap();
+        assert_eq!(dir_for(&state, "/run//h.sock", &[]), legacy);
+        assert_eq!(dir_for(&state, "/run/h.sock", &[]), tidied);
     }
 
     #[test]
@@ -390,6 +482,10 @@ mod tests {
             PathBuf::from("/h/.config/herdr/sessions/work/herdr.sock")
         );
         assert_eq!(paths.server_dir, PathBuf::from("/s/session-work"));
+        // herdr's name for its default server.
+        let paths = with(&[("HERDR_SESSION", "default")]).unwrap();
+        assert_eq!(paths.socket, PathBuf::from("/h/.config/herdr/herdr.sock"));
+        assert_eq!(paths.server_dir, PathBuf::from("/s/default"));
         let paths = with(&[("HERDR_SESSION", "work"), ("HERDR_SOCKET_PATH", "/x.sock")]).unwrap();
         assert_eq!(paths.socket, PathBuf::from("/x.sock"));
         for bad in ["../x", "a/b", "..", "my work"] {

@@ -565,3 +565,73 @@ fn herdr_session_picks_the_named_session_when_no_socket_path_is_set() {
         text(&out)
     );
 }
+
+/// herdr reads `HERDR_SESSION=default` as its default server
+/// (`~/.config/herdr/herdr.sock`): `session::normalize_name` maps
+/// "default" to no session, and `herdr session list` names the default
+/// server "default". `HERDR_SESSION=default cowbell off` must turn off the
+/// default server, not a `sessions/default/herdr.sock` nobody serves.
+#[test]
+fn herdr_session_default_is_the_default_server() {
+    let user = User::new();
+    let default = user.serve(&user.default_socket());
+    let (tab, pane) = default.tab("api");
+    user.startup(&user.default_socket());
+    assert_eq!(user.wait_for_daemons(1, 3 * SECOND).len(), 1);
+    default.herdr.set_status(&pane, "blocked");
+    default.expect_label(&tab, "🔴 api", 2 * SECOND);
+    let mut env: Vec<(String, String)> = user
+        .env(&user.default_socket())
+        .into_iter()
+        .filter(|(k, _)| k != "HERDR_SOCKET_PATH")
+        .collect();
+    env.push(("HERDR_SESSION".into(), "default".into()));
+    let status = user.run_env(user.dir.path(), &env, &["status", "--json"]);
+    let out = user.run_env(user.dir.path(), &env, &["off"]);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        default.herdr.label(&tab) == "api" && user.daemons().is_empty(),
+        "HERDR_SESSION=default cowbell off: the default server shows {:?}, daemons {:?}, \
+         dirs {:?}; status said {}; off said {}",
+        default.herdr.label(&tab),
+        user.daemons(),
+        user.server_dirs(),
+        text(&status),
+        text(&out)
+    );
+}
+
+/// The README: "A socket path spelled ... relative to the working
+/// directory reaches the same server's daemon and state as herdr's own
+/// spelling". A shell's working directory reached through a symlink (a
+/// symlinked home or project directory; /tmp on macOS) is the physical
+/// path to getcwd(3), so the relative spelling names another directory
+/// than herdr's absolute one, and `off` misses the daemon.
+#[test]
+fn a_relative_socket_path_from_a_symlinked_directory_is_the_same_server() {
+    let user = User::new();
+    let real = user.dir.subdir("real");
+    let link = user.dir.join("link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    // herdr's spelling goes through the link, as $PWD or a config spells it.
+    let server = user.serve(&link.join("h.sock"));
+    let (tab, pane) = server.tab("api");
+    user.startup(&link.join("h.sock"));
+    assert_eq!(user.wait_for_daemons(1, 3 * SECOND).len(), 1);
+    server.herdr.set_status(&pane, "blocked");
+    server.expect_label(&tab, "🔴 api", 2 * SECOND);
+    // `cd link; HERDR_SOCKET_PATH=h.sock cowbell off` (the shell sets PWD).
+    let mut env = user.env(Path::new("h.sock"));
+    env.push(("PWD".into(), link.to_string_lossy().into_owned()));
+    let out = user.run_env(&link, &env, &["off"]);
+    let dirs = user.server_dirs();
+    let daemons = user.wait_for_daemons(0, 2 * SECOND);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        daemons.is_empty() && server.herdr.label(&tab) == "api",
+        "off from the symlinked directory left {daemons:?} running, label {:?}; \
+         dirs {dirs:?}; off said {}",
+        server.herdr.label(&tab),
+        text(&out)
+    );
+}
