@@ -79,7 +79,7 @@ impl Paths {
         let plugin_id = lookup("HERDR_PLUGIN_ID")
             .and_then(|id| id.into_string().ok())
             .unwrap_or_else(|| "cowbell".to_string());
-        let server_dir = server_dir(&state_dir, &socket, default_socket.as_deref(), lookup);
+        let server_dir = server_dir(&state_dir, &socket, default_socket.as_deref(), lookup)?;
         Ok(Paths {
             socket,
             config_file: config_file(lookup)?,
@@ -152,37 +152,31 @@ fn is_session_name(name: &str) -> bool {
 
 /// The server's subdirectory of `state_dir`, named by `server_dir_name`.
 ///
-/// A command run by hand may spell the server's socket otherwise than
-/// herdr does (`//`, `/./`, a path relative to where it runs): each
-/// spelling must find the same directory, or a second daemon would start
-/// for the one server. Only what is the same path for any file system is
-/// tidied away; a symlink or a `..` is left as it is, since resolving it
-/// would rename the directory of a server whose socket herdr spells so.
-/// For the same reason a directory named after the socket as spelled
-/// (by a cowbell from before spellings were tidied) stays in use while it
-/// is there: its daemon may still run.
+/// A socket path relative to where a command runs (by hand: herdr hands
+/// its hooks an absolute one) is named as the absolute path it stands
+/// for, or the same server would get a second directory (and a second
+/// daemon), and two servers with an `h.sock` each would share one. An
+/// absolute path is named as spelled: tidying a `//` away would rename
+/// the directory of a server whose socket herdr spells so, and a daemon
+/// running there would be missed at the upgrade.
 fn server_dir(
     state_dir: &Path,
     socket: &Path,
     default_socket: Option<&Path>,
     lookup: Lookup,
-) -> PathBuf {
-    let cwd = if socket.is_relative() {
-        working_dir(lookup)
+) -> Result<PathBuf, String> {
+    let name = if socket.is_relative() {
+        let cwd = working_dir(lookup).ok_or_else(|| {
+            format!(
+                "cannot tell where the socket {} is: the working directory is gone",
+                socket.display()
+            )
+        })?;
+        server_dir_name(&tidy(&cwd.join(socket)), default_socket)
     } else {
-        None
+        server_dir_name(socket, default_socket)
     };
-    let tidy = |path: &Path| tidy(path, cwd.as_deref());
-    let named = state_dir.join(server_dir_name(
-        &tidy(socket),
-        default_socket.map(tidy).as_deref(),
-    ));
-    let as_spelled = state_dir.join(server_dir_name(socket, default_socket));
-    if as_spelled != named && as_spelled.is_dir() {
-        as_spelled
-    } else {
-        named
-    }
+    Ok(state_dir.join(name))
 }
 
 /// The working directory as the shell spells it (`$PWD` keeps the name of
@@ -229,14 +223,10 @@ pub fn server_dir_name(socket: &Path, default_socket: Option<&Path>) -> String {
     hashed(socket)
 }
 
-/// `path` made absolute (against `cwd`, when known) and rid of empty and
-/// `.` components: the same file for any file system.
-fn tidy(path: &Path, cwd: Option<&Path>) -> PathBuf {
-    let whole = match cwd {
-        Some(cwd) if path.is_relative() => cwd.join(path),
-        _ => path.to_path_buf(),
-    };
-    let bytes = whole.as_os_str().as_bytes();
+/// `path` rid of empty and `.` components: the same file for any file
+/// system.
+fn tidy(path: &Path) -> PathBuf {
+    let bytes = path.as_os_str().as_bytes();
     let mut tidy = Vec::with_capacity(bytes.len());
     for part in bytes.split(|b| *b == b'/') {
         if part.is_empty() || part == b"." {
@@ -389,50 +379,25 @@ mod tests {
         Paths::from_lookup(&lookup(&vars)).unwrap().server_dir
     }
 
-    /// By hand, `//`, `/./` or a relative path name the same server: one
-    /// directory, or a second daemon would start for it. A symlink or a
-    /// `..` stays as spelled (herdr's own spelling must keep its name).
+    /// By hand, a socket path relative to the working directory names the
+    /// same server as the absolute path: one directory, or a second daemon
+    /// would start for it.
     #[test]
-    fn spellings_of_one_socket_find_one_directory() {
+    fn a_relative_socket_finds_the_absolute_paths_directory() {
         let state = Path::new("/nowhere/state");
-        let cases: &[(&str, &[&str])] = &[
-            (
-                "/h/.config/herdr/herdr.sock",
-                &[
-                    "/h/.config/herdr//herdr.sock",
-                    "/h/./.config/herdr/herdr.sock",
-                ],
-            ),
-            (
-                "/h/.config/herdr/sessions/work/herdr.sock",
-                &["//h/.config/herdr/sessions/./work//herdr.sock"],
-            ),
-            (
-                "/run/h.sock",
-                &["/run//h.sock", "/run/./h.sock", "//run/h.sock"],
-            ),
-        ];
-        for (canonical, spellings) in cases {
-            let want = dir_for(state, canonical, &[]);
-            for spelling in *spellings {
-                assert_eq!(dir_for(state, spelling, &[]), want, "{spelling}");
-            }
-        }
-        assert_eq!(
-            dir_for(state, "/h/.config/herdr//herdr.sock", &[]),
-            state.join("default")
-        );
         let cwd = std::env::current_dir().unwrap();
-        let absolute = cwd.join("h.sock");
-        let want = dir_for(state, absolute.to_str().unwrap(), &[]);
-        assert_eq!(dir_for(state, "./h.sock", &[]), want);
+        let want = dir_for(state, cwd.join("h.sock").to_str().unwrap(), &[]);
+        for spelling in ["h.sock", "./h.sock", ".//h.sock"] {
+            assert_eq!(dir_for(state, spelling, &[]), want, "{spelling}");
+        }
         // A PWD that is not the working directory is not believed.
         assert_eq!(dir_for(state, "h.sock", &[("PWD", "/elsewhere")]), want);
-        // Without a working directory a relative path stays relative.
-        assert_eq!(
-            tidy(Path::new("a//./h.sock"), None),
-            PathBuf::from("a/h.sock")
+        // An absolute path is named as spelled (herdr's own spelling).
+        assert_ne!(
+            dir_for(state, "/run//h.sock", &[]),
+            dir_for(state, "/run/h.sock", &[])
         );
+        assert_eq!(tidy(Path::new("/a//./b/")), PathBuf::from("/a/b"));
     }
 
     /// The shell's PWD keeps the name of a symlinked working directory,
@@ -449,24 +414,6 @@ mod tests {
             dir_for(&state, "h.sock", &pwd),
             dir_for(&state, through_link.to_str().unwrap(), &[])
         );
-    }
-
-    /// A directory a cowbell from before spellings were tidied named after
-    /// the socket as herdr spells it stays in use: its daemon may run.
-    #[test]
-    fn a_directory_named_after_the_untidied_spelling_stays_in_use() {
-        let temp = TempDir::new("spelled");
-        let state = temp.0.join("state");
-        let tidied = dir_for(&state, "/run/h.sock", &[]);
-        let legacy = state.join(server_dir_name(
-            Path::new("/run//h.sock"),
-            Some(Path::new("/h/.config/herdr/herdr.sock")),
-        ));
-        assert_ne!(legacy, tidied);
-        assert_eq!(dir_for(&state, "/run//h.sock", &[]), tidied);
-        std::fs::create_dir_all(&legacy).unwrap();
-        assert_eq!(dir_for(&state, "/run//h.sock", &[]), legacy);
-        assert_eq!(dir_for(&state, "/run/h.sock", &[]), tidied);
     }
 
     #[test]

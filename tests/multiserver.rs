@@ -1,8 +1,8 @@
 //! Several herdr servers at once, sharing one plugin state directory, and
 //! the environment herdr hands to cowbell: each command reaches its own
 //! server's daemon and state, and one server's socket maps to one
-//! per-server directory however a command run by hand spells its path
-//! (`//`, `/./`, relative), or names it by `HERDR_SESSION`.
+//! per-server directory when a command run by hand spells its path
+//! relative to where it runs, or names it by `HERDR_SESSION`.
 
 mod support;
 
@@ -365,14 +365,6 @@ fn off_through_another_spelling(user: &User, first: &Path, second: &Path, cwd: O
 }
 
 #[test]
-fn another_socket_spelled_with_a_double_slash_is_the_same_server() {
-    let user = User::new();
-    let first = user.dir.subdir("run").join("h.sock");
-    let second = PathBuf::from(format!("{}/run//h.sock", user.dir.path().display()));
-    off_through_another_spelling(&user, &first, &second, None);
-}
-
-#[test]
 fn a_relative_socket_path_is_the_same_server_as_the_absolute_one() {
     let user = User::new();
     let run = user.dir.subdir("run");
@@ -634,4 +626,34 @@ fn a_relative_socket_path_from_a_symlinked_directory_is_the_same_server() {
         server.herdr.label(&tab),
         text(&out)
     );
+}
+
+/// A command run by hand from a working directory that was deleted cannot
+/// tell which server a relative socket path means: it says so, and makes
+/// no directory that every relative `h.sock` would share afterwards.
+#[test]
+fn a_relative_socket_path_from_a_deleted_directory_is_refused() {
+    let user = User::new();
+    let gone = user.dir.subdir("gone");
+    let relative = user.env(Path::new("h.sock"));
+    let mut command = Command::new("/bin/sh");
+    command
+        .args(["-c", r#"cd "$0" && rmdir "$0" && exec "$1" sync"#])
+        .arg(&gone)
+        .arg(bin())
+        .current_dir(user.dir.path())
+        .env_clear()
+        .stdin(Stdio::null());
+    if let Some(path) = std::env::var_os("PATH") {
+        command.env("PATH", path);
+    }
+    command.envs(relative.iter().map(|(k, v)| (k, v)));
+    let out = command.output().unwrap();
+    assert!(
+        !out.status.success()
+            && String::from_utf8_lossy(&out.stderr).contains("the working directory is gone"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(user.server_dirs(), Vec::<String>::new());
 }
