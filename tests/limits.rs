@@ -28,6 +28,11 @@ enum Limit {
 }
 
 /// `cowbell <args>` as herdr runs a hook for `event`, under `limit`.
+/// The startup hook (`daemon --replace`) under `limit`.
+fn startup_limited(cb: &Cowbell, limit: Limit) -> Output {
+    limited(cb, &["daemon", "--replace"], "startup", limit)
+}
+
 fn limited(cb: &Cowbell, args: &[&str], event: &str, limit: Limit) -> Output {
     let mut command = cb.launched(args, event);
     command.stdout(Stdio::piped()).stderr(Stdio::piped());
@@ -170,12 +175,7 @@ fn a_start_short_of_descriptors_keeps_the_old_daemon() {
     let (cb, tab, pane, old) = blocked_api(1.0);
     let mut status = "working";
     for limit in 4..=7 {
-        let replace = limited(
-            &cb,
-            &["daemon", "--replace"],
-            "startup",
-            Limit::Descriptors(limit),
-        );
+        let replace = startup_limited(&cb, Limit::Descriptors(limit));
         let stderr = String::from_utf8_lossy(&replace.stderr).into_owned();
         cb.herdr.set_status(&pane, status);
         let label = if status == "working" {
@@ -254,12 +254,7 @@ fn status_short_of_descriptors_does_not_say_the_daemon_is_not_running() {
 fn a_start_that_had_its_reserve_can_read_the_state() {
     let (cb, _, _, _) = blocked_api(1.0);
     for limit in 8..=12 {
-        let replace = limited(
-            &cb,
-            &["daemon", "--replace"],
-            "startup",
-            Limit::Descriptors(limit),
-        );
+        let replace = startup_limited(&cb, Limit::Descriptors(limit));
         let stderr = String::from_utf8_lossy(&replace.stderr).into_owned();
         assert!(!stderr.contains("just now"), "ulimit -n {limit}: {stderr}");
         if cb.daemons().is_empty() {
@@ -296,12 +291,7 @@ fn a_file_size_limit_fails_a_command_with_a_message_not_a_signal() {
 fn a_status_subscription_that_cannot_connect_backs_off() {
     // Scale 60: the 30 s backoff cap is half a second.
     let (cb, _, _, old) = blocked_api(60.0);
-    let replace = limited(
-        &cb,
-        &["daemon", "--replace"],
-        "startup",
-        Limit::Descriptors(9),
-    );
+    let replace = startup_limited(&cb, Limit::Descriptors(9));
     assert!(replace.status.success(), "{replace:?}");
     assert!(cowbell::wait_dead(old, 5 * SECOND));
     let pid = cb.wait_for_daemon(2 * SECOND);
@@ -333,12 +323,7 @@ fn a_log_at_the_file_size_limit_is_rotated_there() {
     let filler = "2026-01-01T00:00:00Z [1] a line from an earlier run\n".repeat(2000);
     let mut file = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
     std::io::Write::write_all(&mut file, filler.as_bytes()).unwrap();
-    let replace = limited(
-        &cb,
-        &["daemon", "--replace"],
-        "startup",
-        Limit::FileSize(64 * 1024),
-    );
+    let replace = startup_limited(&cb, Limit::FileSize(64 * 1024));
     assert!(replace.status.success(), "{replace:?}");
     assert!(cowbell::wait_dead(old, 5 * SECOND));
     let pid = cb.wait_for_daemon(2 * SECOND);
@@ -368,7 +353,7 @@ fn a_log_at_the_file_size_limit_is_rotated_there() {
 #[test]
 fn a_new_daemon_that_cannot_write_its_pid_gives_the_names_back() {
     let (cb, tab, _, old) = blocked_api(1.0);
-    let replace = limited(&cb, &["daemon", "--replace"], "startup", Limit::FileSize(0));
+    let replace = startup_limited(&cb, Limit::FileSize(0));
     assert!(replace.status.success(), "{replace:?}");
     assert!(cowbell::wait_dead(old, 5 * SECOND));
     let back = cb.herdr.wait_until(5 * SECOND, |s| s.label(&tab) == "api");
@@ -387,7 +372,7 @@ fn a_new_daemon_that_cannot_write_its_pid_gives_the_names_back() {
 #[test]
 fn a_start_that_cannot_fork_gives_the_names_back() {
     let (cb, tab, _, old) = blocked_api(1.0);
-    let replace = limited(&cb, &["daemon", "--replace"], "startup", Limit::NoFork);
+    let replace = startup_limited(&cb, Limit::NoFork);
     let stderr = String::from_utf8_lossy(&replace.stderr);
     assert!(cowbell::wait_dead(old, 5 * SECOND));
     assert_eq!(replace.status.code(), Some(1), "{stderr}");
@@ -404,7 +389,7 @@ fn a_start_that_cannot_fork_gives_the_names_back() {
 fn a_start_that_cannot_fork_records_the_names_it_gave_back() {
     let (cb, tab, _, old) = blocked_api(1.0);
     assert!(cb.state_json().contains("🔴"), "{}", cb.state_json());
-    let replace = limited(&cb, &["daemon", "--replace"], "startup", Limit::NoFork);
+    let replace = startup_limited(&cb, Limit::NoFork);
     let stderr = String::from_utf8_lossy(&replace.stderr);
     assert!(cowbell::wait_dead(old, 5 * SECOND));
     assert_eq!(cb.herdr.label(&tab), "api", "{stderr}");
@@ -438,7 +423,7 @@ fn an_off_that_cannot_be_recorded_says_what_that_means() {
 fn a_start_that_cannot_fork_or_save_still_counts_the_names_given_back() {
     let (cb, tab, _, old) = blocked_api(1.0);
     std::fs::create_dir(cb.server_dir().join(".state.json.tmp")).unwrap();
-    let replace = limited(&cb, &["daemon", "--replace"], "startup", Limit::NoFork);
+    let replace = startup_limited(&cb, Limit::NoFork);
     let stderr = String::from_utf8_lossy(&replace.stderr);
     assert!(cowbell::wait_dead(old, 5 * SECOND));
     assert_eq!(cb.herdr.label(&tab), "api", "{stderr}");
@@ -453,7 +438,7 @@ fn a_start_that_cannot_fork_or_save_still_counts_the_names_given_back() {
 fn an_off_waits_for_a_daemon_giving_back_without_a_pid() {
     let (cb, tab, _, old) = blocked_api(1.0);
     cb.herdr.fail_next_renames(1000);
-    let replace = limited(&cb, &["daemon", "--replace"], "startup", Limit::FileSize(0));
+    let replace = startup_limited(&cb, Limit::FileSize(0));
     assert!(replace.status.success(), "{replace:?}");
     assert!(cowbell::wait_dead(old, 5 * SECOND));
     // Renames work again once the off has waited past its old 5 s.
@@ -477,7 +462,7 @@ fn an_off_waits_for_a_daemon_giving_back_without_a_pid() {
 #[test]
 fn a_file_size_limit_below_a_line_keeps_the_rotated_log() {
     let (cb, _, _, old) = blocked_api(1.0);
-    let replace = limited(&cb, &["daemon", "--replace"], "startup", Limit::FileSize(0));
+    let replace = startup_limited(&cb, Limit::FileSize(0));
     assert!(replace.status.success(), "{replace:?}");
     assert!(cowbell::wait_dead(old, 5 * SECOND));
     assert!(cb.wait_for_no_daemon(5 * SECOND));

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use support::cowbell::{alive, bin, signal, wait_dead};
+use support::cowbell::{alive, bin, processes, signal, wait_dead};
 use support::fake_herdr::{FakeHerdr, Options};
 use support::tempdir::TempDir;
 
@@ -153,44 +153,22 @@ impl User {
     /// Every live cowbell daemon of this user (any server), as
     /// (pid, its HERDR_SOCKET_PATH).
     fn daemons(&self) -> Vec<(u32, String)> {
-        let mut found = Vec::new();
         let needle = format!(
             "HERDR_PLUGIN_STATE_DIR={}",
             self.state_dir.to_string_lossy()
         );
-        for entry in std::fs::read_dir("/proc").unwrap().filter_map(|e| e.ok()) {
-            let Some(pid) = entry
-                .file_name()
-                .to_str()
-                .and_then(|s| s.parse::<u32>().ok())
-            else {
-                continue;
-            };
-            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-            if !cmdline.starts_with(bin().as_bytes()) {
-                continue;
-            }
-            let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-            if stat
-                .rsplit(')')
-                .next()
-                .is_some_and(|rest| rest.trim_start().starts_with('Z'))
-            {
-                continue;
-            }
-            let environ = std::fs::read(entry.path().join("environ")).unwrap_or_default();
-            let environ = String::from_utf8_lossy(&environ).into_owned();
-            let vars: Vec<&str> = environ.split('\0').collect();
-            if !vars.contains(&needle.as_str()) {
-                continue;
-            }
-            let socket = vars
-                .iter()
-                .find_map(|kv| kv.strip_prefix("HERDR_SOCKET_PATH="))
-                .unwrap_or("")
-                .to_string();
-            found.push((pid, socket));
-        }
+        let mut found: Vec<(u32, String)> = processes()
+            .into_iter()
+            .filter(|(_, environ)| environ.contains(&needle))
+            .map(|(pid, environ)| {
+                let socket = environ
+                    .iter()
+                    .find_map(|kv| kv.strip_prefix("HERDR_SOCKET_PATH="))
+                    .unwrap_or("")
+                    .to_string();
+                (pid, socket)
+            })
+            .collect();
         found.sort();
         found
     }

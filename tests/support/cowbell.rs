@@ -200,39 +200,12 @@ impl Cowbell {
 
     /// Every live process that is a cowbell daemon for this test's sockets.
     pub fn daemons(&self) -> Vec<u32> {
-        let mut pids = Vec::new();
-        let Ok(proc_dir) = std::fs::read_dir("/proc") else {
-            return pids;
-        };
-        let needle = self.socket.to_string_lossy().into_owned();
-        for entry in proc_dir.filter_map(|e| e.ok()) {
-            let Some(pid) = entry
-                .file_name()
-                .to_str()
-                .and_then(|s| s.parse::<u32>().ok())
-            else {
-                continue;
-            };
-            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-            if !cmdline.starts_with(bin().as_bytes()) {
-                continue;
-            }
-            let environ = std::fs::read(entry.path().join("environ")).unwrap_or_default();
-            let environ = String::from_utf8_lossy(&environ);
-            let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-            let zombie = stat
-                .rsplit(')')
-                .next()
-                .is_some_and(|rest| rest.trim_start().starts_with('Z'));
-            if !zombie
-                && environ
-                    .split('\0')
-                    .any(|kv| kv == format!("HERDR_SOCKET_PATH={needle}"))
-            {
-                pids.push(pid);
-            }
-        }
-        pids
+        let needle = format!("HERDR_SOCKET_PATH={}", self.socket.to_string_lossy());
+        processes()
+            .into_iter()
+            .filter(|(_, environ)| environ.contains(&needle))
+            .map(|(pid, _)| pid)
+            .collect()
     }
 
     pub fn wait_for_no_daemon(&self, timeout: Duration) -> bool {
@@ -307,6 +280,35 @@ impl Drop for Cowbell {
             signal(pid, libc::SIGKILL);
         }
     }
+}
+
+/// Every live (not zombie) process of the binary under test, with its
+/// environment as `KEY=value` strings.
+pub fn processes() -> Vec<(u32, Vec<String>)> {
+    let mut found = Vec::new();
+    let Ok(proc_dir) = std::fs::read_dir("/proc") else {
+        return found;
+    };
+    for entry in proc_dir.filter_map(|e| e.ok()) {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        if !cmdline.starts_with(bin().as_bytes()) || is_zombie(pid) {
+            continue;
+        }
+        let environ = std::fs::read(entry.path().join("environ")).unwrap_or_default();
+        let environ = String::from_utf8_lossy(&environ)
+            .split('\0')
+            .map(str::to_string)
+            .collect();
+        found.push((pid, environ));
+    }
+    found
 }
 
 pub fn alive(pid: u32) -> bool {
