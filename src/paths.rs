@@ -155,10 +155,11 @@ fn is_session_name(name: &str) -> bool {
 /// A socket path relative to where a command runs (by hand: herdr hands
 /// its hooks an absolute one) is named as the absolute path it stands
 /// for, or the same server would get a second directory (and a second
-/// daemon), and two servers with an `h.sock` each would share one. An
-/// absolute path is named as spelled: tidying a `//` away would rename
-/// the directory of a server whose socket herdr spells so, and a daemon
-/// running there would be missed at the upgrade.
+/// daemon), and two servers with an `h.sock` each would share one. Any
+/// other absolute path is named by a hash of its bytes as spelled:
+/// tidying a `//` away would rename the directory of a server whose socket
+/// herdr spells so, and a daemon running there would be missed at the
+/// upgrade.
 fn server_dir(
     state_dir: &Path,
     socket: &Path,
@@ -166,9 +167,14 @@ fn server_dir(
     lookup: Lookup,
 ) -> Result<PathBuf, String> {
     let name = if socket.is_relative() {
-        let cwd = working_dir(lookup).ok_or_else(|| {
+        let cwd = working_dir(lookup).map_err(|error| {
+            let why = if error.kind() == std::io::ErrorKind::NotFound {
+                "is gone".to_string()
+            } else {
+                format!("cannot be read ({error})")
+            };
             format!(
-                "cannot tell where the socket {} is: the working directory is gone",
+                "cannot tell where the socket {} is: the working directory {why}",
                 socket.display()
             )
         })?;
@@ -182,16 +188,13 @@ fn server_dir(
 /// The working directory as the shell spells it (`$PWD` keeps the name of
 /// a symlinked directory, as herdr's own spelling of a socket there
 /// would), when it is the working directory; else as the system has it.
-fn working_dir(lookup: Lookup) -> Option<PathBuf> {
-    let here = std::fs::metadata(".").ok()?;
-    lookup("PWD")
-        .map(PathBuf::from)
-        .filter(|pwd| {
-            pwd.is_absolute()
-                && std::fs::metadata(pwd)
-                    .is_ok_and(|m| m.dev() == here.dev() && m.ino() == here.ino())
-        })
-        .or_else(|| std::env::current_dir().ok())
+fn working_dir(lookup: Lookup) -> std::io::Result<PathBuf> {
+    let here = std::fs::metadata(".")?;
+    let logical = lookup("PWD").map(PathBuf::from).filter(|pwd| {
+        pwd.is_absolute()
+            && std::fs::metadata(pwd).is_ok_and(|m| m.dev() == here.dev() && m.ino() == here.ino())
+    });
+    logical.map_or_else(std::env::current_dir, Ok)
 }
 
 /// The name of a server's subdirectory (any socket is "another path" when
@@ -200,6 +203,7 @@ pub fn server_dir_name(socket: &Path, default_socket: Option<&Path>) -> String {
     let Some(default_socket) = default_socket else {
         return hashed(socket);
     };
+    // (Paths compare by components: a `//` or `/./` here is no matter.)
     if socket == default_socket {
         return "default".to_string();
     }
