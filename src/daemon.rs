@@ -448,7 +448,16 @@ pub fn try_lock_after_commands(paths: &Paths, wait: Duration) -> io::Result<Hold
 pub fn probe(paths: &Paths) -> io::Result<Option<u32>> {
     let file = match files::open_existing(&paths.pid_file()) {
         Ok(file) => file,
-        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
+        // (Under a plain file where a directory should be, no pidfile can
+        // be either.)
+        Err(error)
+            if matches!(
+                error.kind(),
+                io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+            ) =>
+        {
+            return Ok(None);
+        }
         Err(error) => return Err(error),
     };
     let held_pid = || -> io::Result<Option<u32>> {

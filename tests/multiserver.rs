@@ -486,15 +486,25 @@ fn an_unwritable_state_directory_is_said_and_starts_no_daemon() {
     let server = user.serve(&socket);
     let (tab, pane) = server.tab("api");
     server.herdr.set_status(&pane, "blocked");
-    let out = user.run(&socket, &["daemon", "--replace"]);
-    eprintln!("startup: {}", text(&out));
-    let out2 = user.run(&socket, &["watchdog"]);
-    eprintln!("watchdog: {}", text(&out2));
-    let out3 = user.run(&socket, &["status"]);
-    eprintln!("status: {}", text(&out3));
-    let out4 = user.run(&socket, &["sync"]);
-    eprintln!("sync: {}", text(&out4));
-    assert!(!out.status.success());
+    for args in [&["daemon", "--replace"][..], &["watchdog"], &["sync"]] {
+        let out = user.run(&socket, args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.code() == Some(1)
+                && stderr.contains("session-work/cowbell.pid")
+                && stderr.contains("Not a directory"),
+            "{args:?}: {}",
+            text(&out)
+        );
+    }
+    // No daemon can run there: status says so, and why the state is unusable.
+    let out = user.run(&socket, &["status"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("daemon: not running") && stdout.contains("state.json unusable"),
+        "{}",
+        text(&out)
+    );
     assert!(user.daemons().is_empty());
     server.expect_steady(&tab, "api", Duration::from_millis(300));
 }
