@@ -7,7 +7,7 @@
 //! `~/.config/herdr/sessions/<name>/herdr.sock`, and `socket-<hash>` for any
 //! other path. Only this module reads the environment for paths.
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -38,34 +38,22 @@ impl Paths {
     pub fn from_lookup(lookup: Lookup) -> Result<Paths, String> {
         let default_socket = under_home(lookup, "XDG_CONFIG_HOME", ".config")
             .map(|dir| dir.join("herdr/herdr.sock"));
-        let socket = match (lookup("HERDR_SOCKET_PATH"), lookup("HERDR_SESSION")) {
-            (Some(socket), _) => PathBuf::from(socket),
-            // herdr's own command line picks a named session so; "default"
-            // is its name for the default server.
-            (None, Some(session)) if session != "default" => {
-                let name = session
-                    .to_str()
-                    .filter(|name| is_session_name(name))
-                    .ok_or_else(|| {
-                        format!(
-                            "HERDR_SESSION={} is no herdr session name (at most 64 of \
-                             A-Z a-z 0-9 . _ -)",
-                            session.display()
-                        )
-                    })?;
-                default_socket
-                    .as_ref()
-                    .map(|default| {
-                        default
-                            .with_file_name("sessions")
-                            .join(name)
-                            .join("herdr.sock")
-                    })
-                    .ok_or_else(|| unknown("herdr's socket", "HERDR_SOCKET_PATH"))?
+        let socket = match lookup("HERDR_SOCKET_PATH") {
+            Some(socket) => PathBuf::from(socket),
+            None => {
+                let default = default_socket
+                    .clone()
+                    .ok_or_else(|| unknown("herdr's socket", "HERDR_SOCKET_PATH"))?;
+                // herdr's own command line picks a named session so;
+                // "default" is its name for the default server.
+                match lookup("HERDR_SESSION").filter(|session| session != "default") {
+                    Some(session) => default
+                        .with_file_name("sessions")
+                        .join(session_name(&session)?)
+                        .join("herdr.sock"),
+                    None => default,
+                }
             }
-            (None, _) => default_socket
-                .clone()
-                .ok_or_else(|| unknown("herdr's socket", "HERDR_SOCKET_PATH"))?,
         };
         let state_dir = lookup("HERDR_PLUGIN_STATE_DIR")
             .map(PathBuf::from)
@@ -137,6 +125,19 @@ fn under_home(lookup: Lookup, xdg: &str, in_home: &str) -> Option<PathBuf> {
 
 fn unknown(what: &str, variable: &str) -> String {
     format!("cannot tell where {what} is without an absolute HOME; set {variable} or HOME")
+}
+
+/// `HERDR_SESSION`, if herdr would take it for a session's name.
+fn session_name(session: &OsStr) -> Result<&str, String> {
+    session
+        .to_str()
+        .filter(|name| is_session_name(name))
+        .ok_or_else(|| {
+            format!(
+                "HERDR_SESSION={} is no herdr session name (at most 64 of A-Z a-z 0-9 . _ -)",
+                session.display()
+            )
+        })
 }
 
 /// A session name as herdr allows it.
