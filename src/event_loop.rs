@@ -133,7 +133,12 @@ struct Subscription {
 }
 
 impl Subscription {
-    fn open(socket: &std::path::Path, params: String, now: Instant) -> io::Result<Subscription> {
+    fn open(
+        socket: &std::path::Path,
+        params: String,
+        ack_timeout: Duration,
+        now: Instant,
+    ) -> io::Result<Subscription> {
         let mut stream = sys::connect_unix(socket)?;
         let mut unwritten = herdr::request_line("sub", "events.subscribe", params).into_bytes();
         // As much as the socket takes now; the rest when it is writable.
@@ -142,7 +147,7 @@ impl Subscription {
             stream,
             unwritten,
             lines: LineBuffer::default(),
-            ack_deadline: Some(now + herdr::REQUEST_TIMEOUT),
+            ack_deadline: Some(now + ack_timeout),
         })
     }
 }
@@ -760,7 +765,8 @@ impl EventLoop {
     }
 
     fn connect(&mut self, now: Instant) {
-        match Subscription::open(&self.paths.socket, herdr::lifecycle_subscription(), now) {
+        let params = herdr::lifecycle_subscription();
+        match Subscription::open(&self.paths.socket, params, herdr::REQUEST_TIMEOUT, now) {
             Ok(sub) => self.lifecycle = Some(sub),
             Err(error) => self.connect_failed(
                 &format!("cannot connect to {}: {error}", self.paths.socket.display()),
@@ -938,6 +944,12 @@ impl EventLoop {
                     label,
                     ..
                 }) => self.on_event(&name, tab_id, label, now),
+                // Once it has started, herdr ends a subscription with an
+                // error line (0.9's `events_lost` for one that fell behind)
+                // and closes it: the reconnection that follows resyncs.
+                Ok(Message::Error(error)) if self.connected => self
+                    .log
+                    .line_fmt(format_args!("herdr ended the event subscription: {error}")),
                 Ok(Message::Error(error)) => {
                     let refusal = format!("herdr refused the event subscription: {error}");
                     self.log.line(&refusal);
@@ -1032,9 +1044,18 @@ impl EventLoop {
                     self.open_debounce(now)
                 }
                 Ok(Message::Error(error)) => {
-                    // A pane closed between pane.list and the subscription.
-                    self.log
-                        .line_fmt(format_args!("status subscription refused: {error}"));
+                    let started = self
+                        .status
+                        .as_ref()
+                        .is_some_and(|s| s.ack_deadline.is_none());
+                    if started {
+                        self.log
+                            .line_fmt(format_args!("herdr ended the status subscription: {error}"));
+                    } else {
+                        // A pane closed between pane.list and the subscription.
+                        self.log
+                            .line_fmt(format_args!("status subscription refused: {error}"));
+                    }
                 }
                 Ok(_) => {}
                 Err(malformed) => self.log.line(&malformed.0),
@@ -1474,7 +1495,8 @@ impl EventLoop {
         if set.count == 0 {
             return;
         }
-        match Subscription::open(&self.paths.socket, params, now) {
+        let ack_timeout = herdr::status_ack_timeout(set.count);
+        match Subscription::open(&self.paths.socket, params, ack_timeout, now) {
             Ok(sub) => {
                 self.log
                     .line_fmt(format_args!("status subscription for {} panes", set.count));

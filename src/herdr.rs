@@ -24,6 +24,20 @@ pub const MAX_LINE: usize = 4 << 20;
 /// Every request gets this long before it counts as failed.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// Before it acknowledges a status subscription, herdr probes every pane
+/// listed in it, one round trip to its main loop after the other: the ack
+/// of 3000 panes can take seconds on a busy server. Each pane adds this to
+/// the wait, so a large subscription is not given up as lost and asked
+/// for again, and again, at the same cost.
+pub const ACK_TIME_PER_PANE: Duration = Duration::from_millis(2);
+
+/// How long a status subscription of `panes` panes may take to be
+/// acknowledged; at most a minute, however many panes.
+pub fn status_ack_timeout(panes: usize) -> Duration {
+    let panes = u32::try_from(panes).unwrap_or(u32::MAX);
+    (REQUEST_TIMEOUT + ACK_TIME_PER_PANE.saturating_mul(panes)).min(Duration::from_secs(60))
+}
+
 /// The lifecycle events that can change what a tab should show: the
 /// subscription type, and the name herdr gives the event on the wire.
 pub const LIFECYCLE_EVENTS: &[(&str, &str)] = &[
@@ -474,6 +488,14 @@ pub fn call(socket: &Path, method: &str, params: &str) -> Result<Message, CallEr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_status_subscription_waits_longer_for_more_panes() {
+        assert_eq!(status_ack_timeout(0), REQUEST_TIMEOUT);
+        assert_eq!(status_ack_timeout(1000), Duration::from_secs(4));
+        assert!(status_ack_timeout(3000) > status_ack_timeout(1000));
+        assert_eq!(status_ack_timeout(usize::MAX), Duration::from_secs(60));
+    }
 
     #[test]
     fn parses_the_recorded_shapes() {

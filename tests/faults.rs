@@ -425,6 +425,33 @@ fn an_empty_tab_list_loses_no_name() {
     s.invariants();
 }
 
+/// herdr 0.9 ends a subscription that fell behind its event history with
+/// an error line: that is no refusal, and the log says what it is.
+#[test]
+fn an_error_line_after_the_subscription_started_is_not_called_a_refusal() {
+    let s = scene();
+    let pid = s.pid();
+    s.cb.herdr.push_raw(
+        b"{\"id\":\"sub\",\"error\":{\"code\":\"events_lost\",\"message\":\"event subscription fell behind retained history\"}}\n",
+    );
+    expect_log(
+        &s.cb,
+        "herdr ended the event subscription: events_lost",
+        2 * SECOND,
+    );
+    expect_log(
+        &s.cb,
+        "herdr ended the status subscription: events_lost",
+        2 * SECOND,
+    );
+    assert!(
+        !s.cb.log().contains("refused"),
+        "log:\n{}",
+        log_tail(&s.cb, 20)
+    );
+    s.still_well(pid);
+}
+
 #[test]
 fn unknown_event_types_and_unknown_fields_are_ignored_silently() {
     let mut s = scene();
@@ -721,6 +748,43 @@ fn an_error_line_to_the_status_subscription_is_retried() {
     let pane = new_pane_set(&mut s);
     expect_log(&s.cb, "pane_not_found", 3 * SECOND);
     status_subscription_works(&mut s, &pane, 3 * SECOND);
+    s.still_well(pid);
+}
+
+/// herdr probes every pane of a status subscription before it answers: a
+/// thousand panes on a slow server take longer than one request may. The
+/// ack is waited for, not given up on and asked for again at the same cost
+/// (which never ended: every try took as long).
+#[test]
+fn a_status_subscription_of_many_panes_acknowledged_late_is_kept() {
+    let mut s = scene();
+    let pid = s.pid();
+    // 1005 panes at 2.5 ms each: the ack comes 2.5 s after the request.
+    s.cb.herdr.set_probe_time(Duration::from_micros(2500));
+    let (tab, _pane) = s.names.tab(&s.cb, Some("many"));
+    let quiet: Vec<String> = (0..1000)
+        .map(|_| s.cb.herdr.add_pane_unannounced(&tab, "idle"))
+        .collect();
+    // One more pane that herdr announces, so cowbell looks at the panes.
+    s.panes.push(s.cb.herdr.add_pane(&tab));
+    let total = s.cb.herdr.panes().len();
+    let subscribed = s.cb.herdr.wait_until(10 * SECOND, |_| {
+        s.cb.herdr.status_subscription_sizes().contains(&total)
+    });
+    assert!(
+        subscribed,
+        "no status subscription of all {total} panes was kept; log:\n{}",
+        log_tail(&s.cb, 30)
+    );
+    // Only the large subscription covers this pane.
+    s.cb.herdr.set_status(&quiet[500], "blocked");
+    s.icons_within(CLEAR);
+    assert!(
+        !s.cb.log().contains("status subscription not acknowledged"),
+        "log:\n{}",
+        log_tail(&s.cb, 30)
+    );
+    s.cb.herdr.set_probe_time(Duration::ZERO);
     s.still_well(pid);
 }
 

@@ -505,6 +505,9 @@ struct State {
     /// Requests of this method are answered at once, and the answer is
     /// written this much later: what the client reads is out of date.
     late_method: Option<(String, Duration)>,
+    /// How long herdr takes to probe one pane of a status subscription
+    /// before it acknowledges (a round trip to its main loop per pane).
+    probe_time: Duration,
     fail_renames: usize,
     /// Set while `tracked` runs, so nested calls don't emit twice.
     tracking: bool,
@@ -1477,6 +1480,18 @@ fn serve(shared: &Shared, stop: &AtomicBool, conn: u64, stream: &mut UnixStream)
             let _ = writeln!(stream, "{l}");
         }
         Reply::Subscribe { id, entries } => {
+            // herdr probes the panes one after the other before the ack;
+            // the lock is let go meanwhile, as herdr's main loop goes on.
+            let probes = entries
+                .iter()
+                .filter(|spec| matches!(spec, SubSpec::Status { .. }))
+                .count() as u32;
+            let probe_time = st.probe_time * probes;
+            if !probe_time.is_zero() {
+                drop(st);
+                sleep_unless_stopped(probe_time, stop);
+                st = shared.lock();
+            }
             // Probe every pane first, like herdr: the first missing pane
             // answers with an error line (index 0-based, as recorded).
             for (i, spec) in entries.iter().enumerate() {
@@ -1591,6 +1606,7 @@ impl FakeHerdr {
             silent: false,
             silent_method: None,
             late_method: None,
+            probe_time: Duration::ZERO,
             fail_renames: 0,
             tracking: false,
             canned: Vec::new(),
@@ -1919,6 +1935,23 @@ impl FakeHerdr {
         self.with(|s| s.subs.len())
     }
 
+    /// How many panes each live status subscription covers.
+    #[allow(dead_code)]
+    pub fn status_subscription_sizes(&self) -> Vec<usize> {
+        self.with(|s| {
+            s.subs
+                .iter()
+                .map(|sub| {
+                    sub.entries
+                        .iter()
+                        .filter(|e| matches!(e, Entry::Status { .. }))
+                        .count()
+                })
+                .filter(|&n| n > 0)
+                .collect()
+        })
+    }
+
     /// Waits (polling every 10 ms) until exactly `n` subscriptions are live.
     pub fn wait_for_subscribers(&self, n: usize, timeout: Duration) -> bool {
         let end = Instant::now() + timeout;
@@ -1969,6 +2002,13 @@ impl FakeHerdr {
     /// ends it.
     pub fn set_late_answer(&self, method: Option<&str>, late: Duration) {
         self.with(|s| s.late_method = method.map(|m| (m.to_string(), late)))
+    }
+
+    /// Each pane of a status subscription takes this long to probe before
+    /// herdr acknowledges it: a large subscription is acknowledged late.
+    #[allow(dead_code)]
+    pub fn set_probe_time(&self, per_pane: Duration) {
+        self.with(|s| s.probe_time = per_pane)
     }
 
     /// Writes raw bytes to every open subscription connection.
