@@ -1255,7 +1255,7 @@ impl EventLoop {
         // A tab still waiting for its retry: this resync did not make
         // everything right, and must not start the backoff over.
         self.resync_failed |= plan.waiting > 0;
-        if !self.resync_quiet {
+        if !plan.tells_nothing() {
             self.log.line_fmt(format_args!(
                 "resync: {} tabs, {} to rename",
                 tabs.len(),

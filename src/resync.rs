@@ -230,6 +230,15 @@ impl Plan {
             && self.notes.is_empty()
             && self.new_tabs == 0
     }
+
+    /// Nothing for the log: a quiet resync, or one that found every tab
+    /// as it should be. herdr sends a status event for a pane whose title
+    /// changes too, so an agent that animates its title brings a resync
+    /// every few hundred milliseconds; a line for each would rotate the
+    /// log's renames and fights out within the hour.
+    pub fn tells_nothing(&self) -> bool {
+        self.is_quiet() || (self.renames.is_empty() && self.notes.is_empty() && self.new_tabs == 0)
+    }
 }
 
 /// The record of a tab cowbell sees for the first time; `None` for an
@@ -1123,6 +1132,33 @@ mod tests {
         };
         assert!(quiet.is_quiet());
         assert!(!Plan::default().is_quiet());
+        // Nor is a resync that found everything right, though it is saved
+        // (a tab may have been seen, or closed without a note).
+        assert!(quiet.tells_nothing());
+        assert!(Plan::default().tells_nothing());
+        let settled = vec![
+            tab("w1:t1", 1, "🔴 api", Status::Blocked),
+            tab("w1:t2", 2, "🔵 web", Status::Done),
+        ];
+        let news = tracker.resync(&settled, &s, retry + Duration::from_secs(1));
+        assert!(news.tells_nothing(), "{news:?}");
+        let renamed = Plan {
+            renames: plan.renames,
+            ..Plan::default()
+        };
+        assert!(!renamed.tells_nothing());
+        let noted = Plan {
+            notes: vec![Note::Dropped {
+                tab_id: "w1:t9".into(),
+            }],
+            ..Plan::default()
+        };
+        assert!(!noted.tells_nothing());
+        let new_tab = Plan {
+            new_tabs: 1,
+            ..Plan::default()
+        };
+        assert!(!new_tab.tells_nothing());
     }
 
     #[test]

@@ -1124,6 +1124,39 @@ fn the_resync_follows_an_event_after_about_a_hundred_ms() {
     );
 }
 
+/// A resync that finds every tab right is no news for the log. herdr sends
+/// a status event when only a pane's title changes, so an agent animating
+/// its title would otherwise put a line there every few hundred ms.
+#[test]
+fn resyncs_that_find_every_tab_right_leave_the_log_alone() {
+    let cb = Cowbell::with(Options::immediate(), 1.0);
+    let (t1, p1) = cb.tab(Some("api"));
+    let (t2, _) = cb.tab(Some("web"));
+    cb.herdr.set_status(&p1, "blocked");
+    cb.startup();
+    cb.wait_for_daemon(2 * SECOND);
+    cb.expect_label(&t1, "🔴 api", 2 * SECOND);
+    cb.expect_steady(&t1, "🔴 api", Duration::from_millis(300));
+    let lines = cb.log().lines().count();
+    let lists = cb.herdr.requests_of("tab.list").len();
+    for tab in [&t2, &t1, &t2, &t1] {
+        cb.herdr.focus_tab(tab);
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let resyncs = cb.herdr.requests_of("tab.list").len() - lists;
+    assert!(resyncs >= 3, "{resyncs} resyncs after 4 focus changes");
+    let log = cb.log();
+    assert_eq!(log.lines().count(), lines, "new lines in the log:\n{log}");
+    // A resync that renames still says so.
+    cb.herdr.set_status(&p1, "working");
+    cb.expect_label(&t1, "🟡 api", 2 * SECOND);
+    assert!(
+        cb.log().contains("resync: 2 tabs, 1 to rename"),
+        "{}",
+        cb.log()
+    );
+}
+
 /// "These events trigger a resync: a tab is ... moved": with
 /// include_auto_named, the icon follows a move at once, not at the next
 /// heartbeat (unscaled, 60 s away).
