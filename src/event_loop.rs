@@ -22,6 +22,7 @@ use crate::fights::Timing;
 use crate::files;
 use crate::herdr::{self, LineBuffer, Message, PaneInfo, TabInfo};
 use crate::log::Log;
+use crate::pane_statuses::PaneStatuses;
 use crate::paths::Paths;
 use crate::resync::{Note, Rename, Settings, Tab, Tracker};
 use crate::signals::{self, Signals};
@@ -272,6 +273,9 @@ pub struct EventLoop {
     lifecycle: Option<Subscription>,
     status: Option<Subscription>,
     subscribed_panes: PaneSet,
+    /// What the status subscription's events said, to tell a new status
+    /// from a new title.
+    pane_statuses: PaneStatuses,
     connected: bool,
     in_flight: Vec<Pending>,
     queue: VecDeque<Purpose>,
@@ -356,6 +360,7 @@ impl EventLoop {
             lifecycle: None,
             status: None,
             subscribed_panes: PaneSet::default(),
+            pane_statuses: PaneStatuses::default(),
             connected: false,
             in_flight: Vec::new(),
             queue: VecDeque::new(),
@@ -1040,8 +1045,18 @@ impl EventLoop {
                     // another look.
                     self.open_debounce(now);
                 }
-                Ok(Message::Event { name, .. }) if name == herdr::STATUS_EVENT => {
-                    self.open_debounce(now)
+                Ok(Message::Event {
+                    name,
+                    pane_id,
+                    agent_status,
+                    ..
+                }) if name == herdr::STATUS_EVENT => {
+                    let news = self
+                        .pane_statuses
+                        .is_news(pane_id.as_deref(), agent_status.as_deref());
+                    if news {
+                        self.open_debounce(now)
+                    }
                 }
                 Ok(Message::Error(error)) => {
                     let started = self
@@ -1492,6 +1507,7 @@ impl EventLoop {
     fn subscribe_status(&mut self, params: String, set: PaneSet, now: Instant) {
         self.status = None;
         self.subscribed_panes = PaneSet::default();
+        self.pane_statuses.forget();
         if set.count == 0 {
             return;
         }

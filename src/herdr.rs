@@ -220,6 +220,8 @@ struct ResultBody {
 struct EventData {
     tab_id: Option<String>,
     label: Option<String>,
+    pane_id: Option<String>,
+    agent_status: Option<String>,
 }
 
 /// Any line herdr sends: a response or an event. Only the fields cowbell
@@ -247,6 +249,9 @@ pub enum Message {
         name: String,
         tab_id: Option<String>,
         label: Option<String>,
+        /// A status event's pane and the status it reports.
+        pane_id: Option<String>,
+        agent_status: Option<String>,
     },
 }
 
@@ -301,6 +306,8 @@ pub fn parse_line(bytes: &[u8]) -> Result<Message, Malformed> {
             name,
             tab_id: data.tab_id,
             label: data.label,
+            pane_id: data.pane_id,
+            agent_status: data.agent_status,
         });
     }
     if let Some(error) = line.error {
@@ -506,6 +513,8 @@ mod tests {
                 name: "tab_renamed".into(),
                 tab_id: Some("w1:t1".into()),
                 label: Some("build".into()),
+                pane_id: None,
+                agent_status: None,
             })
         );
         let created = br#"{"data":{"tab":{"agent_status":"unknown","focused":false,"label":"temp","number":3,"pane_count":1,"tab_id":"w1:t3","workspace_id":"w1"},"type":"tab_created"},"event":"tab_created"}"#;
@@ -513,8 +522,15 @@ mod tests {
             matches!(parse_line(created), Ok(Message::Event { name, .. }) if name == "tab_created")
         );
         let status = br#"{"data":{"agent":"testbot","agent_status":"blocked","pane_id":"w1:p1","workspace_id":"w1"},"event":"pane.agent_status_changed"}"#;
-        assert!(
-            matches!(parse_line(status), Ok(Message::Event { name, .. }) if name == "pane.agent_status_changed")
+        assert_eq!(
+            parse_line(status),
+            Ok(Message::Event {
+                name: "pane.agent_status_changed".into(),
+                tab_id: None,
+                label: None,
+                pane_id: Some("w1:p1".into()),
+                agent_status: Some("blocked".into()),
+            })
         );
         let list = br#"{"id":"tl1","result":{"type":"tab_list","tabs":[{"tab_id":"w1:t1","workspace_id":"w1","number":1,"label":"build","focused":true,"pane_count":1,"agent_status":"working"}]}}"#;
         match parse_line(list) {

@@ -4,7 +4,7 @@
 //! concern lives in a module of its own:
 //! - the pure core: `labels` (icons, compose, strip), `resync` (what every
 //!   tab should be called, with `tab_map` its tabs by id), `fights` (rename
-//!   fights and cool-downs);
+//!   fights and cool-downs), `pane_statuses` (which status events are news);
 //! - the herdr client: `herdr`;
 //! - the daemon: `daemon` (pidfile lock, detaching), `event_loop` (the one
 //!   poll loop), `signals` (the self-pipe), `sys` (the system calls);
@@ -48,6 +48,7 @@ mod herdr;
 mod json_check;
 mod labels;
 mod log;
+mod pane_statuses;
 mod paths;
 mod resync;
 mod signals;

@@ -1157,6 +1157,32 @@ fn resyncs_that_find_every_tab_right_leave_the_log_alone() {
     );
 }
 
+/// herdr sends a pane's status event when only its title changed (an
+/// agent animating it sends one every poll): that changes no icon, and is
+/// no reason for a `tab.list`. A real change right after still shows.
+#[test]
+fn a_status_event_for_a_new_title_alone_brings_no_resync() {
+    let cb = Cowbell::with(Options::immediate(), 1.0);
+    let (tab, pane) = cb.tab(Some("api"));
+    cb.herdr.set_status(&pane, "working");
+    cb.startup();
+    cb.wait_for_daemon(2 * SECOND);
+    cb.expect_label(&tab, "🟡 api", 2 * SECOND);
+    // The pane's first event since the subscription started is news.
+    cb.herdr.set_title(&pane, "⠋ fixing the build");
+    std::thread::sleep(Duration::from_millis(400));
+    let lists = cb.herdr.requests_of("tab.list").len();
+    for frame in ["⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"] {
+        cb.herdr
+            .set_title(&pane, &format!("{frame} fixing the build"));
+        std::thread::sleep(Duration::from_millis(150));
+    }
+    let resyncs = cb.herdr.requests_of("tab.list").len() - lists;
+    assert_eq!(resyncs, 0, "a resync for a title; log:\n{}", cb.log());
+    cb.herdr.set_status(&pane, "blocked");
+    cb.expect_label(&tab, "🔴 api", SECOND);
+}
+
 /// "These events trigger a resync: a tab is ... moved": with
 /// include_auto_named, the icon follows a move at once, not at the next
 /// heartbeat (unscaled, 60 s away).

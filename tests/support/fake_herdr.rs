@@ -185,6 +185,8 @@ struct Pane {
     id: String,
     terminal_id: String,
     agent: Option<String>,
+    /// The terminal title its program set, if any.
+    title: Option<String>,
     /// Reported state: idle, working, blocked or unknown.
     state: &'static str,
     /// Whether someone looked at the pane since it went idle.
@@ -577,11 +579,15 @@ impl State {
     fn status_line(&self, pane_id: &str) -> Option<(String, &'static str)> {
         let at = self.model.pane_at(pane_id)?;
         let p = self.model.pane(at);
-        let data = Obj::new()
+        let mut data = Obj::new()
             .opt("agent", p.agent.as_deref())
             .s("agent_status", p.effective())
-            .s("pane_id", &p.id)
-            .s("workspace_id", &self.model.workspaces[at.0].id);
+            .s("pane_id", &p.id);
+        // Left out without a title, as in the recorded lines.
+        if let Some(title) = p.title.as_deref() {
+            data = data.s("title", title);
+        }
+        let data = data.s("workspace_id", &self.model.workspaces[at.0].id);
         let line = format!(
             r#"{{"data":{},"event":"pane.agent_status_changed"}}"#,
             data.render()
@@ -638,6 +644,7 @@ impl State {
             id,
             terminal_id: format!("term_{:014x}", 0x66176d34449000 + self.model.next_terminal),
             agent: None,
+            title: None,
             state: "unknown",
             seen: true,
         }
@@ -1856,6 +1863,21 @@ impl FakeHerdr {
                 .pane_at(pane_id)
                 .unwrap_or_else(|| panic!("fake herdr: no pane {pane_id}"));
             s.report_agent(at, agent, state)
+        })
+    }
+
+    /// The pane's program sets its terminal title: herdr sends the pane's
+    /// status event although the status stayed the same (its subscription
+    /// compares the title too).
+    #[allow(dead_code)]
+    pub fn set_title(&self, pane_id: &str, title: &str) {
+        self.with(|s| {
+            let at = s
+                .model
+                .pane_at(pane_id)
+                .unwrap_or_else(|| panic!("fake herdr: no pane {pane_id}"));
+            s.model.workspaces[at.0].tabs[at.1].panes[at.2].title = Some(title.to_string());
+            s.emit_status(pane_id);
         })
     }
 
