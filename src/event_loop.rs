@@ -300,6 +300,9 @@ pub struct EventLoop {
     /// a server that keeps refusing is not asked ten times a second.
     resubscribe_deadline: Option<Instant>,
     status_backoff: Duration,
+    /// Status subscriptions herdr did not acknowledge in time since the
+    /// connection started: each doubles the wait for the next ack.
+    status_ack_misses: u32,
     /// herdr's last refusal of the event subscription, for the exit message:
     /// a server that answers but refuses is not "no server".
     refusal: Option<String>,
@@ -378,6 +381,7 @@ impl EventLoop {
             gather_deadline: None,
             resubscribe_deadline: None,
             status_backoff: durations.backoff_first,
+            status_ack_misses: 0,
             refusal: None,
             resync_running: false,
             resync_quiet: false,
@@ -613,6 +617,7 @@ impl EventLoop {
             self.disconnected("herdr did not acknowledge the subscription", now);
         }
         if due(self.status.as_ref().and_then(|s| s.ack_deadline)) {
+            self.status_ack_misses = self.status_ack_misses.saturating_add(1);
             self.status_lost("status subscription not acknowledged", now);
         }
         let mut index = self.in_flight.len();
@@ -975,6 +980,7 @@ impl EventLoop {
         self.failed_tries = 0;
         self.backoff = self.durations.backoff_first;
         self.status_backoff = self.durations.backoff_first;
+        self.status_ack_misses = 0;
         self.idle_exit_deadline = None;
         self.log
             .line_fmt(format_args!("connected to {}", self.paths.socket.display()));
@@ -1511,7 +1517,7 @@ impl EventLoop {
         if set.count == 0 {
             return;
         }
-        let ack_timeout = herdr::status_ack_timeout(set.count);
+        let ack_timeout = herdr::status_ack_timeout(set.count, self.status_ack_misses);
         match Subscription::open(&self.paths.socket, params, ack_timeout, now) {
             Ok(sub) => {
                 self.log

@@ -32,10 +32,14 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 pub const ACK_TIME_PER_PANE: Duration = Duration::from_millis(2);
 
 /// How long a status subscription of `panes` panes may take to be
-/// acknowledged; at most a minute, however many panes.
-pub fn status_ack_timeout(panes: usize) -> Duration {
+/// acknowledged, after `misses` that were not: twice as long for each, as
+/// a server slower than the guess per pane would otherwise never be waited
+/// for. At most a minute.
+pub fn status_ack_timeout(panes: usize, misses: u32) -> Duration {
     let panes = u32::try_from(panes).unwrap_or(u32::MAX);
-    (REQUEST_TIMEOUT + ACK_TIME_PER_PANE.saturating_mul(panes)).min(Duration::from_secs(60))
+    let once = REQUEST_TIMEOUT + ACK_TIME_PER_PANE.saturating_mul(panes);
+    once.saturating_mul(1 << misses.min(5))
+        .min(Duration::from_secs(60))
 }
 
 /// The lifecycle events that can change what a tab should show: the
@@ -498,10 +502,14 @@ mod tests {
 
     #[test]
     fn a_status_subscription_waits_longer_for_more_panes() {
-        assert_eq!(status_ack_timeout(0), REQUEST_TIMEOUT);
-        assert_eq!(status_ack_timeout(1000), Duration::from_secs(4));
-        assert!(status_ack_timeout(3000) > status_ack_timeout(1000));
-        assert_eq!(status_ack_timeout(usize::MAX), Duration::from_secs(60));
+        assert_eq!(status_ack_timeout(0, 0), REQUEST_TIMEOUT);
+        assert_eq!(status_ack_timeout(1000, 0), Duration::from_secs(4));
+        assert!(status_ack_timeout(3000, 0) > status_ack_timeout(1000, 0));
+        assert_eq!(status_ack_timeout(usize::MAX, 0), Duration::from_secs(60));
+        // Each ack that did not come in time doubles the next wait.
+        assert_eq!(status_ack_timeout(1000, 1), Duration::from_secs(8));
+        assert_eq!(status_ack_timeout(0, 2), Duration::from_secs(8));
+        assert_eq!(status_ack_timeout(1000, 40), Duration::from_secs(60));
     }
 
     #[test]

@@ -1,12 +1,13 @@
 //! Which status events are news: the status each pane's last event gave.
 //!
 //! herdr sends a pane's `pane.agent_status_changed` when only the pane's
-//! title or agent name changed too (its subscription compares those
-//! besides the status), so an agent that animates its terminal title
-//! sends one every poll while it works. Such an event changes no icon,
-//! and a resync for each would be a `tab.list` every few hundred
-//! milliseconds for nothing. herdr delivers a pane's events in order, so
-//! an event with the status the pane's last one gave is only a new title.
+//! title or the name it shows for the agent changed (its subscription
+//! compares those besides the status), so an agent that animates its
+//! terminal title sends one every poll while it works. Such an event
+//! changes no icon, and a resync for each would be a `tab.list` every few
+//! hundred milliseconds for nothing. herdr delivers a pane's events in
+//! order, so an event with the status the pane's last one gave is only a
+//! new title.
 
 use crate::files::fingerprint;
 use crate::labels::Status;

@@ -1133,7 +1133,7 @@ mod tests {
         assert!(quiet.is_quiet());
         assert!(!Plan::default().is_quiet());
         // Nor is a resync that found everything right, though it is saved
-        // (a tab may have been seen, or closed without a note).
+        // (a done tab may have been seen meanwhile).
         assert!(quiet.tells_nothing());
         assert!(Plan::default().tells_nothing());
         let settled = vec![

@@ -1168,10 +1168,13 @@ fn a_status_event_for_a_new_title_alone_brings_no_resync() {
     cb.startup();
     cb.wait_for_daemon(2 * SECOND);
     cb.expect_label(&tab, "🟡 api", 2 * SECOND);
+    let live = cb
+        .herdr
+        .wait_until(2 * SECOND, |_| cb.herdr.status_subscription_sizes() == [1]);
+    assert!(live, "no status subscription; log:\n{}", cb.log());
     // The pane's first event since the subscription started is news.
     cb.herdr.set_title(&pane, "⠋ fixing the build");
-    std::thread::sleep(Duration::from_millis(400));
-    let lists = cb.herdr.requests_of("tab.list").len();
+    let lists = settled_tab_lists(&cb);
     for frame in ["⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"] {
         cb.herdr
             .set_title(&pane, &format!("{frame} fixing the build"));
@@ -1181,6 +1184,20 @@ fn a_status_event_for_a_new_title_alone_brings_no_resync() {
     assert_eq!(resyncs, 0, "a resync for a title; log:\n{}", cb.log());
     cb.herdr.set_status(&pane, "blocked");
     cb.expect_label(&tab, "🔴 api", SECOND);
+}
+
+/// How many `tab.list` requests herdr has had, once 300 ms pass without
+/// another (the resyncs under way are over).
+fn settled_tab_lists(cb: &Cowbell) -> usize {
+    let mut lists = cb.herdr.requests_of("tab.list").len();
+    loop {
+        std::thread::sleep(Duration::from_millis(300));
+        let now = cb.herdr.requests_of("tab.list").len();
+        if now == lists {
+            return lists;
+        }
+        lists = now;
+    }
 }
 
 /// "These events trigger a resync: a tab is ... moved": with
