@@ -300,7 +300,7 @@ build_tiny() {
         tflags="$tflags -C relocation-model=static -C link-arg=-Wl,-z,noseparate-code"
     fi
     # std's optimize_for_size feature picks its smaller algorithms (a heap
-    # sort, plainer number formatting): 4 KiB, and the daemon's CPU time
+    # sort, plainer number formatting): 4 to 8 KiB, and the daemon's CPU time
     # per resync of 1000 tabs stays 4.5 ms. Older nightlies lack it, and
     # cargo refuses an unknown feature, so it is asked for only where
     # std's Cargo.toml has it.
