@@ -1198,10 +1198,10 @@ fn a_status_event_for_a_new_title_alone_brings_no_resync() {
 }
 
 /// How many `tab.list` requests herdr has had, once 300 ms pass without
-/// another (the resyncs under way are over).
+/// another (the resyncs under way are over); fails after 5 s of resyncs.
 fn settled_tab_lists(cb: &Cowbell) -> usize {
     let mut lists = cb.herdr.requests_of("tab.list").len();
-    loop {
+    for _ in 0..16 {
         std::thread::sleep(Duration::from_millis(300));
         let now = cb.herdr.requests_of("tab.list").len();
         if now == lists {
@@ -1209,6 +1209,7 @@ fn settled_tab_lists(cb: &Cowbell) -> usize {
         }
         lists = now;
     }
+    panic!("resyncs never stopped; log:\n{}", cb.log());
 }
 
 /// "These events trigger a resync: a tab is ... moved": with
