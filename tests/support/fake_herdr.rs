@@ -1296,8 +1296,7 @@ fn poll_once(state: &mut State) -> Vec<(u64, Arc<Mutex<UnixStream>>, Vec<String>
         for entry in sub.entries.iter_mut() {
             match entry {
                 Entry::Lifecycle { kind, cursor } => {
-                    let from = *cursor;
-                    for ev in events.iter().filter(|e| e.seq > from) {
+                    for ev in events.range(newer_than(events, *cursor)..) {
                         *cursor = ev.seq;
                         if ev.kind == *kind {
                             lines.push(ev.line.clone());
@@ -1315,8 +1314,7 @@ fn poll_once(state: &mut State) -> Vec<(u64, Arc<Mutex<UnixStream>>, Vec<String>
                         lines.push(line);
                         continue;
                     }
-                    let from = *cursor;
-                    for ev in events.iter().filter(|e| e.seq > from) {
+                    for ev in events.range(newer_than(events, *cursor)..) {
                         *cursor = ev.seq;
                         if ev.kind == "pane_agent_status_changed"
                             && ev.pane_id.as_deref() == Some(pane_id.as_str())
@@ -1335,6 +1333,14 @@ fn poll_once(state: &mut State) -> Vec<(u64, Arc<Mutex<UnixStream>>, Vec<String>
         }
     }
     out
+}
+
+/// Where the events after `cursor` begin. A binary search, not a scan from
+/// the oldest: every 1 ms tick asks it for each of thousands of status
+/// entries, and a scan kept a core busy under the lock the requests need,
+/// which made the fake, not cowbell, the latency measured at 1000 tabs.
+fn newer_than(events: &VecDeque<Event>, cursor: u64) -> usize {
+    events.partition_point(|e| e.seq <= cursor)
 }
 
 fn delivery_loop(shared: Arc<Shared>, stop: Arc<AtomicBool>) {
