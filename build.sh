@@ -15,7 +15,9 @@
 # (-C target-feature=+crt-static, <arch>-unknown-linux-gnu). A musl host
 # (Alpine's Rust): the host's own target with +crt-static.
 # macOS: a normal release binary. Other Linux architectures: a normal
-# (dynamic) release binary for the host. Every build is --locked.
+# (dynamic) release binary for the host. Every build is --locked. A static
+# PIE packs its relocations (-z pack-relative-relocs) where a probe program
+# built that way runs.
 #
 # The artefact is taken from <target dir>/<triple>/release/, where the target
 # dir is cargo's own (CARGO_TARGET_DIR, else cargo's config, else ./target;
@@ -135,6 +137,7 @@ tiny_built=0
 with_rustflags() {
     flags=$1
     shift
+    [ -n "$flags" ] || { "$@"; return; }
     if [ -n "${CARGO_ENCODED_RUSTFLAGS+set}" ]; then
         sep=$(printf '\037')
         encoded=$(printf '%s' "$flags" | tr ' ' '\037')
@@ -164,39 +167,72 @@ build_musl() {
             return 1
         fi
     fi
-    say "building static musl binary (cargo build --release --locked --target $musl)"
+    flags=$(static_pie_flags "$musl" "")
+    say "building static musl binary (cargo build --release --locked --target $musl${flags:+, $flags})"
     # With the target at hand, a failure is the build's own (a compile
     # error, no network for the crates): a glibc build would only fail the
     # same way, under a message that blames musl.
-    cargo build --release --locked --target "$musl" --target-dir "$target_root" ||
+    with_rustflags "$flags" \
+        cargo build --release --locked --target "$musl" --target-dir "$target_root" ||
         die "cargo build --release --target $musl failed"
     mode=musl
     triple=$musl
     artefact=$target_root/$musl/release/cowbell
 }
 
-# Can cargo link a static glibc binary for target $1? A distro Rust
-# without glibc's static libraries cannot. Asked of an empty crate, built
-# the way cowbell will be (the packager's flags, linker and cargo config),
-# so that a failure of cowbell's own build is never taken for this one.
-static_glibc_links() {
-    probe=$target_root/glibc-static-probe.$$
+# probe <target> <flags> <main.rs> [<output>]: can cargo build a small crate
+# for <target> with <flags>, built the way cowbell will be (the packager's
+# flags, linker and cargo config), and with <output>, does it run and print
+# that? Asked of a crate of its own, so that a failure of cowbell's own
+# build is never taken for the probe's.
+probe() {
+    probe_dir=$target_root/probe.$$
     # An interrupted build must not leave the probe in the target dir.
-    trap 'rm -rf "$probe"' EXIT
-    trap 'rm -rf "$probe"; exit 1' HUP INT TERM
-    mkdir -p "$probe/src" &&
+    trap 'rm -rf "$probe_dir"' EXIT
+    trap 'rm -rf "$probe_dir"; exit 1' HUP INT TERM
+    mkdir -p "$probe_dir/src" &&
         printf '[package]\nname = "probe"\nversion = "0.0.0"\nedition = "2021"\n[workspace]\n' \
-            > "$probe/Cargo.toml" &&
-        printf 'fn main() {}\n' > "$probe/src/main.rs" ||
-        die "cannot write $probe"
+            > "$probe_dir/Cargo.toml" &&
+        printf '%s\n' "$3" > "$probe_dir/src/main.rs" ||
+        die "cannot write $probe_dir"
     rc=0
-    with_rustflags "-C target-feature=+crt-static" \
+    with_rustflags "$2" \
         cargo build --quiet --offline --release --target "$1" \
-            --manifest-path "$probe/Cargo.toml" --target-dir "$probe/target" \
+            --manifest-path "$probe_dir/Cargo.toml" --target-dir "$probe_dir/target" \
         >/dev/null 2>&1 || rc=1
-    rm -rf "$probe"
+    if [ "$rc" = 0 ] && [ $# -ge 4 ]; then
+        [ "$("$probe_dir/target/$1/release/probe" 2>/dev/null)" = "$4" ] || rc=1
+    fi
+    rm -rf "$probe_dir"
     trap - EXIT HUP INT TERM
     return $rc
+}
+
+# Can cargo link a static glibc binary for target $1? A distro Rust
+# without glibc's static libraries cannot.
+static_glibc_links() {
+    probe "$1" "-C target-feature=+crt-static" 'fn main() {}'
+}
+
+# The flags for a static PIE for target $1, built with the flags $2: $2, and
+# packed relative relocations (DT_RELR) where they work. A static PIE
+# relocates its own pointers at start; packed, their table is about 20 KiB
+# smaller, with the same address randomisation. It takes a linker that
+# knows `-z pack-relative-relocs` and a C runtime whose start-up applies
+# them (musl 1.2.4, glibc 2.36; an older one would crash at once), so a
+# program whose output needs its relocations is built and run first.
+static_pie_flags() {
+    relr="-C link-arg=-Wl,-z,pack-relative-relocs"
+    main='static WORDS: [&str; 2] = ["relr", "ok"];
+fn main() {
+    let say: &dyn Fn() -> String = &|| WORDS.join(" ");
+    println!("{}", say());
+}'
+    if probe "$1" "${2:+$2 }$relr" "$main" "relr ok"; then
+        echo "${2:+$2 }$relr"
+    else
+        echo "$2"
+    fi
 }
 
 build_glibc_static() {
@@ -207,8 +243,9 @@ build_glibc_static() {
         build_native
         return
     fi
-    say "musl is not available: building a static glibc binary instead (-C target-feature=+crt-static, --target $gnu)"
-    with_rustflags "-C target-feature=+crt-static" \
+    flags=$(static_pie_flags "$gnu" "-C target-feature=+crt-static")
+    say "musl is not available: building a static glibc binary instead ($flags, --target $gnu)"
+    with_rustflags "$flags" \
         cargo build --release --locked --target "$gnu" --target-dir "$target_root" ||
         die "cargo build --release --target $gnu failed"
     mode=glibc-static
@@ -233,8 +270,9 @@ build_native() {
 # library, and no rustup): the host target is the musl one, static with
 # +crt-static.
 build_host_musl() {
-    say "building static musl binary for this musl host (-C target-feature=+crt-static, --target $1)"
-    with_rustflags "-C target-feature=+crt-static" \
+    flags=$(static_pie_flags "$1" "-C target-feature=+crt-static")
+    say "building static musl binary for this musl host ($flags, --target $1)"
+    with_rustflags "$flags" \
         cargo build --release --locked --target "$1" --target-dir "$target_root" ||
         die "cargo build --release --target $1 failed"
     mode=musl
