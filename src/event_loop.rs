@@ -106,6 +106,12 @@ enum Purpose {
     ListPlugins,
 }
 
+impl Purpose {
+    fn is_list(&self) -> bool {
+        matches!(self, Purpose::ListTabs { .. } | Purpose::ListPanes)
+    }
+}
+
 /// One request on its own connection.
 struct Pending {
     stream: UnixStream,
@@ -1116,7 +1122,7 @@ impl EventLoop {
             self.queue.push_back(Purpose::ListTabs { restore: true });
         }
         while self.in_flight.len() < MAX_IN_FLIGHT
-            && let Some(purpose) = self.queue.pop_front()
+            && let Some(purpose) = self.next_request()
         {
             self.request_counter += 1;
             let id = format!("r{}", self.request_counter);
@@ -1158,6 +1164,20 @@ impl EventLoop {
                 }
             }
         }
+    }
+
+    /// The first queued request that may start now. herdr's tab and pane
+    /// lists are the largest answers (at 1000 tabs the pane list is one
+    /// 0.8 MB line): one list at a time, so that the daemon's peak memory
+    /// is the larger of a list and the resync or subscription it feeds,
+    /// not both at once.
+    fn next_request(&mut self) -> Option<Purpose> {
+        let list_out = self.in_flight.iter().any(|p| p.purpose.is_list());
+        let index = self
+            .queue
+            .iter()
+            .position(|purpose| !(list_out && purpose.is_list()))?;
+        self.queue.remove(index)
     }
 
     fn on_request_ready(&mut self, index: usize, revents: libc::c_short, now: Instant) {

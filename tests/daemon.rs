@@ -7,7 +7,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use support::cowbell::{self, Cowbell};
-use support::fake_herdr::Options;
+use support::fake_herdr::{LoggedRequest, Options};
 
 const SECOND: Duration = Duration::from_secs(1);
 
@@ -296,6 +296,47 @@ fn new_panes_are_subscribed_and_closed_panes_dropped() {
         "closed pane still subscribed: {}",
         last_subscribe()
     );
+}
+
+#[test]
+fn tab_and_pane_lists_are_asked_for_one_at_a_time() {
+    // At 1000 tabs both answers are large (the pane list is a 0.8 MB line);
+    // held at once beside the resync, they took the daemon's peak memory
+    // past 2 MiB in some runs. With every answer 300 ms late, a list asked
+    // for beside another arrives within milliseconds of it.
+    let (cb, tabs) = running_with_tabs(&["one", "two"]);
+    let (tab, _) = &tabs[0];
+    std::thread::sleep(Duration::from_millis(500));
+    let from = cb.herdr.request_count();
+    cb.herdr.set_response_delay(Duration::from_millis(300));
+    // A new pane: a resync and a new pane list.
+    cb.herdr.add_pane(tab);
+    let lists = || -> Vec<LoggedRequest> {
+        cb.herdr
+            .requests_since(from)
+            .into_iter()
+            .filter(|r| r.method == "tab.list" || r.method == "pane.list")
+            .collect()
+    };
+    let both = cb.herdr.wait_until(5 * SECOND, |_| {
+        let lists = lists();
+        lists.iter().any(|r| r.method == "tab.list")
+            && lists.iter().any(|r| r.method == "pane.list")
+    });
+    // Any list the second one brought along has had its time to come.
+    std::thread::sleep(Duration::from_millis(700));
+    cb.herdr.set_response_delay(Duration::ZERO);
+    let lists = lists();
+    assert!(both, "a tab.list and a pane.list: {lists:?}");
+    for pair in lists.windows(2) {
+        let apart = pair[1].at - pair[0].at;
+        assert!(
+            apart >= Duration::from_millis(250),
+            "{} {apart:?} after {}: {lists:?}",
+            pair[1].method,
+            pair[0].method
+        );
+    }
 }
 
 #[test]
