@@ -16,8 +16,8 @@
 # (Alpine's Rust): the host's own target with +crt-static.
 # macOS: a normal release binary. Other Linux architectures: a normal
 # (dynamic) release binary for the host. Every build is --locked. A static
-# PIE packs its relocations (-z pack-relative-relocs) where a probe program
-# built that way runs.
+# PIE packs its relocations (-z pack-relative-relocs, given to the final
+# binary with cargo rustc) where a probe program built that way runs.
 #
 # The artefact is taken from <target dir>/<triple>/release/, where the target
 # dir is cargo's own (CARGO_TARGET_DIR, else cargo's config, else ./target;
@@ -167,41 +167,56 @@ build_musl() {
             return 1
         fi
     fi
-    flags=$(static_pie_flags "$musl" "")
-    say "building static musl binary (cargo build --release --locked --target $musl${flags:+, $flags})"
+    relr=$(relr_args "$musl" "")
+    say "building static musl binary (cargo rustc --release --locked --target $musl --bin cowbell${relr:+ -- $relr})"
     # With the target at hand, a failure is the build's own (a compile
     # error, no network for the crates): a glibc build would only fail the
     # same way, under a message that blames musl.
-    with_rustflags "$flags" \
-        cargo build --release --locked --target "$musl" --target-dir "$target_root" ||
+    # shellcheck disable=SC2086 # $relr is a list of arguments
+    cargo rustc --release --locked --target "$musl" --target-dir "$target_root" \
+        --bin cowbell -- $relr ||
         die "cargo build --release --target $musl failed"
     mode=musl
     triple=$musl
     artefact=$target_root/$musl/release/cowbell
 }
 
-# probe <target> <flags> <main.rs> [<output>]: can cargo build a small crate
-# for <target> with <flags>, built the way cowbell will be (the packager's
-# flags, linker and cargo config), and with <output>, does it run and print
-# that? Asked of a crate of its own, so that a failure of cowbell's own
-# build is never taken for the probe's.
+# probe <target> <rustflags> <rustc args> <main.rs> [<output>]: can cargo
+# build a small crate for <target>, with <rustflags> for every crate and
+# <rustc args> for the crate itself, the way cowbell's build gets them (with
+# the packager's flags, linker and cargo config); and given <output>, does
+# the program run and print it? A crate of its own, so that a failure of
+# cowbell's own build is never taken for the probe's. Returns 0 for yes, 1
+# for no, 2 when the probe cannot be written.
 probe() {
     probe_dir=$target_root/probe.$$
+    # Cargo tags only a target dir it makes itself as a cache (CACHEDIR.TAG,
+    # which backups skip): made here first, it must get the tag from here.
+    if [ ! -d "$target_root" ]; then
+        mkdir -p "$target_root" 2>/dev/null &&
+            printf 'Signature: 8a477f597d28d172789f06886806bc55\n# A cache directory tag: cargo'"'"'s target directory, made by build.sh.\n# See https://bford.info/cachedir/\n' \
+                > "$target_root/CACHEDIR.TAG" 2>/dev/null
+    fi
     # An interrupted build must not leave the probe in the target dir.
     trap 'rm -rf "$probe_dir"' EXIT
     trap 'rm -rf "$probe_dir"; exit 1' HUP INT TERM
-    mkdir -p "$probe_dir/src" &&
+    rc=0
+    { mkdir -p "$probe_dir/src" &&
         printf '[package]\nname = "probe"\nversion = "0.0.0"\nedition = "2021"\n[workspace]\n' \
             > "$probe_dir/Cargo.toml" &&
-        printf '%s\n' "$3" > "$probe_dir/src/main.rs" ||
-        die "cannot write $probe_dir"
-    rc=0
-    with_rustflags "$2" \
-        cargo build --quiet --offline --release --target "$1" \
-            --manifest-path "$probe_dir/Cargo.toml" --target-dir "$probe_dir/target" \
-        >/dev/null 2>&1 || rc=1
-    if [ "$rc" = 0 ] && [ $# -ge 4 ]; then
-        [ "$("$probe_dir/target/$1/release/probe" 2>/dev/null)" = "$4" ] || rc=1
+        printf '%s\n' "$4" > "$probe_dir/src/main.rs"; } 2>/dev/null || rc=2
+    if [ "$rc" = 0 ]; then
+        # shellcheck disable=SC2086 # $3 is a list of arguments
+        with_rustflags "$2" \
+            cargo rustc --quiet --offline --release --target "$1" \
+                --manifest-path "$probe_dir/Cargo.toml" --target-dir "$probe_dir/target" \
+                -- $3 >/dev/null 2>&1 || rc=1
+    fi
+    if [ "$rc" = 0 ] && [ $# -ge 5 ]; then
+        # A C runtime that cannot start the program kills it with SIGSEGV:
+        # no core file, and not the shell's "Segmentation fault" either.
+        { out=$(ulimit -c 0; "$probe_dir/target/$1/release/probe" 2>/dev/null); } 2>/dev/null || rc=1
+        [ "$rc" = 1 ] || [ "$out" = "$5" ] || rc=1
     fi
     rm -rf "$probe_dir"
     trap - EXIT HUP INT TERM
@@ -211,27 +226,29 @@ probe() {
 # Can cargo link a static glibc binary for target $1? A distro Rust
 # without glibc's static libraries cannot.
 static_glibc_links() {
-    probe "$1" "-C target-feature=+crt-static" 'fn main() {}'
+    probe "$1" "-C target-feature=+crt-static" "" 'fn main() {}' && return 0
+    [ $? != 2 ] || die "cannot write a probe crate in $target_root"
+    return 1
 }
 
-# The flags for a static PIE for target $1, built with the flags $2: $2, and
-# packed relative relocations (DT_RELR) where they work. A static PIE
-# relocates its own pointers at start; packed, their table is about 20 KiB
-# smaller, with the same address randomisation. It takes a linker that
-# knows `-z pack-relative-relocs` and a C runtime whose start-up applies
-# them (musl 1.2.4, glibc 2.36; an older one would crash at once), so a
-# program whose output needs its relocations is built and run first.
-static_pie_flags() {
-    relr="-C link-arg=-Wl,-z,pack-relative-relocs"
+# The rustc arguments that pack the relative relocations of a static PIE
+# for target $1 built with the rustflags $2, or none. A static PIE relocates
+# its own pointers at start; packed (DT_RELR), their table is about 20 KiB
+# smaller, with the same address randomisation. It takes a linker that knows
+# `-z pack-relative-relocs` and a C runtime whose start-up applies them
+# (musl 1.2.4, glibc 2.36; with an older one the program crashes at once),
+# so a program that prints through relocated pointers is built and run
+# first. Given to the final binary only (cargo rustc), so that no rustflags
+# of the packager's cargo config are displaced.
+relr_args() {
+    args="-C link-arg=-Wl,-z,pack-relative-relocs"
     main='static WORDS: [&str; 2] = ["relr", "ok"];
 fn main() {
-    let say: &dyn Fn() -> String = &|| WORDS.join(" ");
-    println!("{}", say());
+    // black_box: read through the table, not folded into constants.
+    println!("{}", std::hint::black_box(&WORDS).join(" "));
 }'
-    if probe "$1" "${2:+$2 }$relr" "$main" "relr ok"; then
-        echo "${2:+$2 }$relr"
-    else
-        echo "$2"
+    if probe "$1" "$2" "$args" "$main" "relr ok"; then
+        echo "$args"
     fi
 }
 
@@ -243,10 +260,12 @@ build_glibc_static() {
         build_native
         return
     fi
-    flags=$(static_pie_flags "$gnu" "-C target-feature=+crt-static")
-    say "musl is not available: building a static glibc binary instead ($flags, --target $gnu)"
-    with_rustflags "$flags" \
-        cargo build --release --locked --target "$gnu" --target-dir "$target_root" ||
+    relr=$(relr_args "$gnu" "-C target-feature=+crt-static")
+    say "musl is not available: building a static glibc binary instead (-C target-feature=+crt-static, --target $gnu${relr:+, $relr})"
+    # shellcheck disable=SC2086 # $relr is a list of arguments
+    with_rustflags "-C target-feature=+crt-static" \
+        cargo rustc --release --locked --target "$gnu" --target-dir "$target_root" \
+            --bin cowbell -- $relr ||
         die "cargo build --release --target $gnu failed"
     mode=glibc-static
     triple=$gnu
@@ -270,10 +289,12 @@ build_native() {
 # library, and no rustup): the host target is the musl one, static with
 # +crt-static.
 build_host_musl() {
-    flags=$(static_pie_flags "$1" "-C target-feature=+crt-static")
-    say "building static musl binary for this musl host ($flags, --target $1)"
-    with_rustflags "$flags" \
-        cargo build --release --locked --target "$1" --target-dir "$target_root" ||
+    relr=$(relr_args "$1" "-C target-feature=+crt-static")
+    say "building static musl binary for this musl host (-C target-feature=+crt-static, --target $1${relr:+, $relr})"
+    # shellcheck disable=SC2086 # $relr is a list of arguments
+    with_rustflags "-C target-feature=+crt-static" \
+        cargo rustc --release --locked --target "$1" --target-dir "$target_root" \
+            --bin cowbell -- $relr ||
         die "cargo build --release --target $1 failed"
     mode=musl
     triple=$1
