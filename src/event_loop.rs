@@ -766,13 +766,6 @@ impl EventLoop {
         if !self.connected || self.stop.is_some() {
             return;
         }
-        // One pane list at a time: against a slow herdr, every pane event
-        // would send another, each holding a request slot the renames need.
-        // A change while one is out is listed after its answer.
-        if self.panes_wanted && !self.listing_panes() {
-            self.panes_wanted = false;
-            self.queue.push(Purpose::ListPanes);
-        }
         if self.resync_running {
             self.resync_wanted = true;
         } else {
@@ -780,6 +773,15 @@ impl EventLoop {
             self.resync_wanted = false;
             self.resync_failed = false;
             self.queue.push(Purpose::ListTabs { restore: false });
+        }
+        // One pane list at a time: against a slow herdr, every pane event
+        // would send another, each holding a request slot the renames need.
+        // A change while one is out is listed after its answer. Queued after
+        // the tab list, which it waits for (see `next_request`): the renames
+        // need the tab list, and the pane list only the subscription.
+        if self.panes_wanted && !self.listing_panes() {
+            self.panes_wanted = false;
+            self.queue.push(Purpose::ListPanes);
         }
     }
 
@@ -1457,6 +1459,11 @@ impl EventLoop {
     /// rather than every second.
     fn retry_later(&mut self, now: Instant) {
         self.resync_failed = true;
+        // Stopping, the daemon resyncs no more: a retry would only list the
+        // restore's tabs a second time (see `fire_deadlines`).
+        if self.stop.is_some() {
+            return;
+        }
         if self.retry_deadline.is_none() {
             let doublings = self.failed_tries.saturating_sub(3).min(5);
             let wait = (RETRY * (1 << doublings)).min(BACKOFF_MAX);

@@ -303,7 +303,8 @@ fn tab_and_pane_lists_are_asked_for_one_at_a_time() {
     // At 1000 tabs both answers are large (the pane list is a 0.8 MB line);
     // held at once beside the resync, they took the daemon's peak memory
     // past 2 MiB in some runs. With every answer 300 ms late, a list asked
-    // for beside another arrives within milliseconds of it.
+    // for beside another arrives within milliseconds of it; one asked for
+    // after the other's answer, at least 300 ms later.
     let (cb, tabs) = running_with_tabs(&["one", "two"]);
     let (tab, _) = &tabs[0];
     std::thread::sleep(Duration::from_millis(500));
@@ -331,7 +332,7 @@ fn tab_and_pane_lists_are_asked_for_one_at_a_time() {
     for pair in lists.windows(2) {
         let apart = pair[1].at - pair[0].at;
         assert!(
-            apart >= Duration::from_millis(250),
+            apart >= Duration::from_millis(300),
             "{} {apart:?} after {}: {lists:?}",
             pair[1].method,
             pair[0].method
@@ -919,6 +920,41 @@ fn a_stop_during_a_slow_resync_still_restores_every_name() {
     cb.herdr.set_response_delay(Duration::ZERO);
     cb.expect_steady(tab, "api", SECOND);
     assert!(!cb.state_json().contains("\"base\""), "{}", cb.state_json());
+}
+
+#[test]
+fn a_rename_failing_during_the_stop_brings_no_second_restore() {
+    let (cb, tabs) = running_with_tabs(&["api", "web"]);
+    let (api, api_pane) = &tabs[0];
+    let (web, web_pane) = &tabs[1];
+    cb.herdr.set_status(web_pane, "blocked");
+    cb.expect_label(web, "🔴 web", 2 * SECOND);
+    let pid = cb.wait_for_daemon(SECOND);
+    // Every answer 600 ms late, and the resync's rename of api refused: its
+    // failure comes in after the stop began, while the restore waits for
+    // it. A resync retry it armed fired 1 s later, in the middle of the
+    // restore's rename of web, and listed the tabs a second time.
+    cb.herdr.set_response_delay(Duration::from_millis(600));
+    cb.herdr.fail_next_renames(1);
+    cb.herdr.set_status(api_pane, "blocked");
+    let before = cb.herdr.requests_of("tab.rename").len();
+    let renaming = cb.herdr.wait_until(3 * SECOND, |_| {
+        cb.herdr.requests_of("tab.rename").len() > before
+    });
+    assert!(renaming, "{}", cb.log());
+    let from = cb.herdr.request_count();
+    cowbell::signal(pid, libc::SIGTERM);
+    assert!(cowbell::wait_dead(pid, 10 * SECOND), "{}", cb.log());
+    cb.herdr.set_response_delay(Duration::ZERO);
+    let lists: Vec<LoggedRequest> = cb
+        .herdr
+        .requests_since(from)
+        .into_iter()
+        .filter(|r| r.method == "tab.list")
+        .collect();
+    assert_eq!(lists.len(), 1, "{lists:?}\n{}", cb.log());
+    cb.expect_steady(api, "api", SECOND);
+    cb.expect_steady(web, "web", SECOND);
 }
 
 #[test]
