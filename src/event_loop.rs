@@ -766,6 +766,18 @@ impl EventLoop {
         if !self.connected || self.stop.is_some() {
             return;
         }
+        // One pane list at a time: against a slow herdr, every pane event
+        // would send another, each holding a request slot the renames need.
+        // A change while one is out is listed after its answer. Queued
+        // before the tab list, which waits for it (see `next_request`): the
+        // 0.8 MB answer of 3000 panes is parsed and gone before the resync's
+        // renames are queued. The other way round, the daemon's peak at
+        // 1000 tabs was 1.9 MiB instead of 1.5; the price is the pane list's
+        // round trip before the renames that follow a pane event.
+        if self.panes_wanted && !self.listing_panes() {
+            self.panes_wanted = false;
+            self.queue.push(Purpose::ListPanes);
+        }
         if self.resync_running {
             self.resync_wanted = true;
         } else {
@@ -773,15 +785,6 @@ impl EventLoop {
             self.resync_wanted = false;
             self.resync_failed = false;
             self.queue.push(Purpose::ListTabs { restore: false });
-        }
-        // One pane list at a time: against a slow herdr, every pane event
-        // would send another, each holding a request slot the renames need.
-        // A change while one is out is listed after its answer. Queued after
-        // the tab list, which it waits for (see `next_request`): the renames
-        // need the tab list, and the pane list only the subscription.
-        if self.panes_wanted && !self.listing_panes() {
-            self.panes_wanted = false;
-            self.queue.push(Purpose::ListPanes);
         }
     }
 
