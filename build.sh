@@ -175,7 +175,7 @@ build_musl() {
     # shellcheck disable=SC2086 # $relr is a list of arguments
     cargo rustc --release --locked --target "$musl" --target-dir "$target_root" \
         --bin cowbell -- $relr ||
-        die "cargo build --release --target $musl failed"
+        die "cargo rustc --release --target $musl failed"
     mode=musl
     triple=$musl
     artefact=$target_root/$musl/release/cowbell
@@ -266,7 +266,7 @@ build_glibc_static() {
     with_rustflags "-C target-feature=+crt-static" \
         cargo rustc --release --locked --target "$gnu" --target-dir "$target_root" \
             --bin cowbell -- $relr ||
-        die "cargo build --release --target $gnu failed"
+        die "cargo rustc --release --target $gnu failed"
     mode=glibc-static
     triple=$gnu
     artefact=$target_root/$gnu/release/cowbell
@@ -295,7 +295,7 @@ build_host_musl() {
     with_rustflags "-C target-feature=+crt-static" \
         cargo rustc --release --locked --target "$1" --target-dir "$target_root" \
             --bin cowbell -- $relr ||
-        die "cargo build --release --target $1 failed"
+        die "cargo rustc --release --target $1 failed"
     mode=musl
     triple=$1
     artefact=$target_root/$1/release/cowbell
