@@ -257,6 +257,7 @@ enum Source {
     Signals,
     Lifecycle,
     Status,
+    NextStatus,
     Request(usize),
 }
 
@@ -276,8 +277,18 @@ pub struct EventLoop {
     save_failing: bool,
 
     lifecycle: Option<Subscription>,
+    /// The status subscription herdr acknowledged, and its panes.
     status: Option<Subscription>,
     subscribed_panes: PaneSet,
+    /// The subscription for a changed pane set, until herdr acknowledges
+    /// it. Before the ack herdr probes every pane (seconds at 3000), and
+    /// the old subscription goes on reporting the panes it has meanwhile.
+    next_status: Option<(Subscription, PaneSet)>,
+    /// The pane set changed again while `next_status` waited: list the
+    /// panes once it is acknowledged. Replacing it at once would start the
+    /// probe over, and panes created every second would keep it from ever
+    /// being acknowledged.
+    next_status_stale: bool,
     /// What the status subscription's events said, to tell a new status
     /// from a new title.
     pane_statuses: PaneStatuses,
@@ -372,6 +383,8 @@ impl EventLoop {
             lifecycle: None,
             status: None,
             subscribed_panes: PaneSet::default(),
+            next_status: None,
+            next_status_stale: false,
             pane_statuses: PaneStatuses::default(),
             connected: false,
             in_flight: Vec::new(),
@@ -458,7 +471,8 @@ impl EventLoop {
                 match *source {
                     Source::Signals => self.on_signals(now),
                     Source::Lifecycle => self.on_lifecycle_ready(revents, now),
-                    Source::Status => self.on_status_ready(revents, now),
+                    Source::Status => self.on_status_ready(false, revents, now),
+                    Source::NextStatus => self.on_status_ready(true, revents, now),
                     Source::Request(index) => self.on_request_ready(index, revents, now),
                 }
             }
@@ -481,6 +495,16 @@ impl EventLoop {
                 interest(&sub.unwritten),
             ));
             sources.push(Source::Lifecycle);
+        }
+        // The next subscription before the current one, so that the
+        // current one is read first in the backwards walk of `run`: an ack
+        // that makes the next one current is the turn's last status read.
+        if let Some((sub, _)) = &self.next_status {
+            entries.push(sys::poll_entry(
+                sub.stream.as_fd(),
+                interest(&sub.unwritten),
+            ));
+            sources.push(Source::NextStatus);
         }
         if let Some(sub) = &self.status {
             entries.push(sys::poll_entry(
@@ -525,7 +549,7 @@ impl EventLoop {
             self.resubscribe_deadline,
             stop,
             self.lifecycle.as_ref().and_then(|s| s.ack_deadline),
-            self.status.as_ref().and_then(|s| s.ack_deadline),
+            self.next_status.as_ref().and_then(|(s, _)| s.ack_deadline),
         ]
         .into_iter()
         .flatten()
@@ -625,9 +649,9 @@ impl EventLoop {
         if due(self.lifecycle.as_ref().and_then(|s| s.ack_deadline)) {
             self.disconnected("herdr did not acknowledge the subscription", now);
         }
-        if due(self.status.as_ref().and_then(|s| s.ack_deadline)) {
+        if due(self.next_status.as_ref().and_then(|(s, _)| s.ack_deadline)) {
             self.status_ack_misses = self.status_ack_misses.saturating_add(1);
-            self.status_lost("status subscription not acknowledged", now);
+            self.status_lost(true, "status subscription not acknowledged", now);
         }
         let mut index = self.in_flight.len();
         while index > 0 {
@@ -817,6 +841,8 @@ impl EventLoop {
         self.lifecycle = None;
         self.status = None;
         self.subscribed_panes = PaneSet::default();
+        self.next_status = None;
+        self.next_status_stale = false;
         // herdr has these requests: their renames may land all the same.
         for pending in std::mem::take(&mut self.in_flight) {
             if pending.unwritten.is_empty() {
@@ -1032,18 +1058,32 @@ impl EventLoop {
         self.open_debounce(now);
     }
 
-    fn on_status_ready(&mut self, revents: libc::c_short, now: Instant) {
-        let Some(sub) = &mut self.status else { return };
+    fn status_subscription(&mut self, next: bool) -> Option<&mut Subscription> {
+        if next {
+            self.next_status.as_mut().map(|(sub, _)| sub)
+        } else {
+            self.status.as_mut()
+        }
+    }
+
+    /// Reads the current status subscription, or the next one (`next`).
+    fn on_status_ready(&mut self, mut next: bool, revents: libc::c_short, now: Instant) {
+        let Some(sub) = self.status_subscription(next) else {
+            return;
+        };
         if !sub.unwritten.is_empty() {
             if let Err(error) = flush(&mut sub.stream, &mut sub.unwritten) {
-                self.status_lost(&format!("status subscription write failed: {error}"), now);
+                let why = format!("status subscription write failed: {error}");
+                self.status_lost(next, &why, now);
                 return;
             }
             if revents & (libc::POLLHUP | libc::POLLERR) == 0 {
                 return;
             }
         }
-        let Some(sub) = &mut self.status else { return };
+        let Some(sub) = self.status_subscription(next) else {
+            return;
+        };
         let (lines, closed) = match read_lines(&mut sub.stream, &mut sub.lines) {
             Input::Lines(lines) => (lines, None),
             Input::Closed(lines) => (
@@ -1054,16 +1094,11 @@ impl EventLoop {
         };
         for line in lines {
             match herdr::parse_line(&line) {
-                Ok(Message::SubscriptionStarted) => {
-                    if let Some(sub) = &mut self.status {
-                        sub.ack_deadline = None;
-                    }
-                    self.status_backoff = self.durations.backoff_first;
-                    // Status subscriptions start now and replay nothing: a
-                    // change since the last tab.list, or one the old
-                    // subscription had not delivered yet, shows up only in
-                    // another look.
-                    self.open_debounce(now);
+                Ok(Message::SubscriptionStarted) if next => {
+                    self.status_started(now);
+                    // What follows on this connection is the current
+                    // subscription's.
+                    next = false;
                 }
                 Ok(Message::Event {
                     name,
@@ -1078,32 +1113,55 @@ impl EventLoop {
                         self.open_debounce(now)
                     }
                 }
+                Ok(Message::Error(error)) if next => {
+                    // A pane closed between pane.list and the subscription.
+                    self.log
+                        .line_fmt(format_args!("status subscription refused: {error}"));
+                }
                 Ok(Message::Error(error)) => {
-                    let started = self
-                        .status
-                        .as_ref()
-                        .is_some_and(|s| s.ack_deadline.is_none());
-                    if started {
-                        self.log
-                            .line_fmt(format_args!("herdr ended the status subscription: {error}"));
-                    } else {
-                        // A pane closed between pane.list and the subscription.
-                        self.log
-                            .line_fmt(format_args!("status subscription refused: {error}"));
-                    }
+                    self.log
+                        .line_fmt(format_args!("herdr ended the status subscription: {error}"));
                 }
                 Ok(_) => {}
                 Err(malformed) => self.log.line(&malformed.0),
             }
         }
         if let Some(why) = closed {
-            self.status_lost(&why, now);
+            self.status_lost(next, &why, now);
         }
     }
 
-    fn status_lost(&mut self, why: &str, now: Instant) {
-        self.status = None;
-        self.subscribed_panes = PaneSet::default();
+    /// herdr acknowledged the next status subscription: it replaces the
+    /// current one, which closes.
+    fn status_started(&mut self, now: Instant) {
+        let Some((mut sub, panes)) = self.next_status.take() else {
+            return;
+        };
+        sub.ack_deadline = None;
+        self.status = Some(sub);
+        self.subscribed_panes = panes;
+        self.pane_statuses.forget();
+        self.status_backoff = self.durations.backoff_first;
+        if std::mem::take(&mut self.next_status_stale) {
+            self.panes_wanted = true;
+        }
+        // Status subscriptions start now and replay nothing: a change since
+        // the last tab.list, or one the old subscription had not delivered
+        // yet, shows up only in another look.
+        self.open_debounce(now);
+    }
+
+    /// The current status subscription, or the next one (`next`), is gone:
+    /// list the panes and subscribe again after the backoff. While only the
+    /// next one failed, the current one goes on reporting its panes.
+    fn status_lost(&mut self, next: bool, why: &str, now: Instant) {
+        if next {
+            self.next_status = None;
+            self.next_status_stale = false;
+        } else {
+            self.status = None;
+            self.subscribed_panes = PaneSet::default();
+        }
         if self.connected && self.resubscribe_deadline.is_none() {
             self.log.line_fmt(format_args!(
                 "{why}; listing panes again in {} ms",
@@ -1287,7 +1345,7 @@ impl EventLoop {
         let listing = self.listing_panes();
         // (Not while a refused subscription waits out its backoff:
         // its timer lists the panes again.)
-        if listed_panes != self.subscribed_panes.count as u64
+        if listed_panes != self.wanted_panes().count as u64
             && !listing
             && self.resubscribe_deadline.is_none()
         {
@@ -1380,9 +1438,24 @@ impl EventLoop {
         // needed from here, so the rest goes now.
         drop(ids);
         drop(panes);
-        let backing_off = self.resubscribe_deadline.is_some();
-        if (set != self.subscribed_panes || self.status.is_none()) && !backing_off {
-            self.subscribe_status(params, set, now);
+        if self.resubscribe_deadline.is_some() {
+            return;
+        }
+        match &self.next_status {
+            Some((_, next)) => self.next_status_stale |= set != *next,
+            None if set != self.subscribed_panes || self.status.is_none() => {
+                self.subscribe_status(params, set, now)
+            }
+            None => {}
+        }
+    }
+
+    /// The panes the status subscription covers, or will once the next one
+    /// is acknowledged.
+    fn wanted_panes(&self) -> PaneSet {
+        match &self.next_status {
+            Some((_, next)) => *next,
+            None => self.subscribed_panes,
         }
     }
 
@@ -1543,11 +1616,15 @@ impl EventLoop {
         self.exit_code = Some(0);
     }
 
+    /// Subscribes to the status of the panes `params` lists. The current
+    /// subscription stays until herdr acknowledges the new one.
     fn subscribe_status(&mut self, params: String, set: PaneSet, now: Instant) {
-        self.status = None;
-        self.subscribed_panes = PaneSet::default();
-        self.pane_statuses.forget();
+        self.next_status = None;
+        self.next_status_stale = false;
         if set.count == 0 {
+            self.status = None;
+            self.subscribed_panes = PaneSet::default();
+            self.pane_statuses.forget();
             return;
         }
         let ack_timeout = herdr::status_ack_timeout(set.count, self.status_ack_misses);
@@ -1555,12 +1632,12 @@ impl EventLoop {
             Ok(sub) => {
                 self.log
                     .line_fmt(format_args!("status subscription for {} panes", set.count));
-                self.status = Some(sub);
-                self.subscribed_panes = set;
+                self.next_status = Some((sub, set));
             }
             // Tried again after the backoff a lost subscription waits:
             // at a descriptor limit, at once would be a loop.
             Err(error) => self.status_lost(
+                true,
                 &format!("status subscription: cannot connect: {error}"),
                 now,
             ),

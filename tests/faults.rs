@@ -119,9 +119,15 @@ impl Scene {
     }
 
     /// Both subscriptions are back (lifecycle and status).
+    /// Both subscriptions are up, the status one covering every pane (an
+    /// older one of fewer panes stays until herdr acknowledges it).
     fn resubscribed_within(&self, timeout: Duration) {
+        let herdr = &self.cb.herdr;
+        let subscribed = herdr.wait_until(timeout, |snap| {
+            herdr.subscriber_count() == 2 && herdr.status_subscription_sizes() == [snap.panes.len()]
+        });
         assert!(
-            self.cb.herdr.wait_for_subscribers(2, timeout),
+            subscribed,
             "not subscribed again; log:\n{}",
             log_tail(&self.cb, 40)
         );
@@ -810,6 +816,98 @@ fn a_slow_ack_of_many_panes(probe_time: Duration, within: Duration) -> Scene {
     s.cb.herdr.set_probe_time(Duration::ZERO);
     s.still_well(pid);
     s
+}
+
+/// herdr probes every pane before it acknowledges a status subscription.
+/// Meanwhile the subscription it replaces goes on: an agent in another tab
+/// that goes blocked shows at once, not when the probe of 1000 panes ends.
+#[test]
+fn a_changed_pane_set_keeps_the_old_status_subscription_until_the_new_one_is_acknowledged() {
+    let (s, tab, quiet) = many_quiet_panes(Duration::from_micros(3500));
+    let pid = s.pid();
+    let extra = s.cb.herdr.add_pane(&tab);
+    let total = s.cb.herdr.panes().len();
+    assert!(
+        s.cb.herdr.wait_until(15 * SECOND, |_| {
+            s.cb.herdr.status_subscription_sizes().contains(&total)
+        }),
+        "log:\n{}",
+        log_tail(&s.cb, 30)
+    );
+    // The set changes: the new subscription's probe takes 3.5 s.
+    let before = status_subscribes(&s.cb);
+    s.cb.herdr.close_pane(&extra);
+    assert!(
+        s.cb.herdr
+            .wait_until(5 * SECOND, |_| status_subscribes(&s.cb) > before)
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let asked = Instant::now();
+    s.cb.herdr.set_status(&quiet[500], "blocked");
+    let shown =
+        s.cb.herdr
+            .wait_until(10 * SECOND, |snap| snap.label(&tab).starts_with('🔴'));
+    let took = asked.elapsed();
+    assert!(shown, "log:\n{}", log_tail(&s.cb, 30));
+    assert!(
+        took < 2 * SECOND,
+        "the icon took {took:?}, as long as the probe; log:\n{}",
+        log_tail(&s.cb, 30)
+    );
+    // And the new subscription takes over.
+    assert!(s.cb.herdr.wait_until(10 * SECOND, |_| {
+        s.cb.herdr.status_subscription_sizes() == [total - 1]
+    }));
+    s.cb.herdr.set_probe_time(Duration::ZERO);
+    s.still_well(pid);
+}
+
+/// Panes created faster than herdr probes a subscription of them all: each
+/// new one is subscribed once the one before was acknowledged, instead of
+/// a probe started over at every pane, which nothing ever acknowledged.
+#[test]
+fn panes_created_faster_than_herdr_probes_them_still_get_subscribed() {
+    let (mut s, tab, quiet) = many_quiet_panes(Duration::from_micros(2500));
+    let pid = s.pid();
+    let mut largest = 0;
+    // A pane a second for 8 s (an orchestrator starting agents); the
+    // probe of a thousand panes takes 2.5 s.
+    for _ in 0..8 {
+        s.panes.push(s.cb.herdr.add_pane(&tab));
+        let next = Instant::now() + SECOND;
+        while Instant::now() < next {
+            let sizes = s.cb.herdr.status_subscription_sizes();
+            largest = sizes.into_iter().fold(largest, usize::max);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    assert!(
+        largest > quiet.len(),
+        "no subscription of the new panes acknowledged in 8 s; log:\n{}",
+        log_tail(&s.cb, 30)
+    );
+    let total = s.cb.herdr.panes().len();
+    assert!(
+        s.cb.herdr.wait_until(15 * SECOND, |_| {
+            s.cb.herdr.status_subscription_sizes() == [total]
+        }),
+        "log:\n{}",
+        log_tail(&s.cb, 30)
+    );
+    s.cb.herdr.set_probe_time(Duration::ZERO);
+    s.still_well(pid);
+}
+
+/// The scene, and a tab with 1000 more panes herdr did not announce, each
+/// taking `probe_time` to probe.
+fn many_quiet_panes(probe_time: Duration) -> (Scene, String, Vec<String>) {
+    let mut s = scene();
+    s.cb.herdr.set_probe_time(probe_time);
+    let (tab, _pane) = s.names.tab(&s.cb, Some("many"));
+    let quiet = (0..1000)
+        .map(|_| s.cb.herdr.add_pane_unannounced(&tab, "idle"))
+        .collect();
+    (s, tab, quiet)
 }
 
 /// How many status subscriptions cowbell has asked for so far.
