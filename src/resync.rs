@@ -127,16 +127,22 @@ impl TabRecord {
     /// cowbell would write for the base: one killed after herdr applied
     /// its rename but before it saved left one there. (Only then: every
     /// time, it would never see a plugin that writes its own status icon
-    /// over cowbell's as a fight.)
+    /// over cowbell's as a fight.) For an auto-named tab that base is the
+    /// position it had then, whatever number that was: unsaved spinner
+    /// frames and renumberings leave a label state.json never knew.
     fn is_own(&self, label: &str, settings: &Settings, now: Instant) -> bool {
         let newest = self.sent.last().is_some_and(|sent| sent.label == label);
         let unechoed = self.sent.iter().any(|sent| sent.awaiting_echo(label, now));
         let labeler = &settings.labeler;
+        let base = match labeler.strip(label) {
+            number if self.auto_named && is_number(number) => number,
+            _ => &self.base,
+        };
         let left_by_a_crash = self.left_by_killed_daemon
             && (Status::ALL
                 .iter()
-                .any(|status| labeler.label(*status, &self.base) == label)
-                || is_spinner_frame(label, &self.base, labeler));
+                .any(|status| labeler.label(*status, base) == label)
+                || is_spinner_frame(label, base, labeler));
         newest || unechoed || left_by_a_crash || is_own_spinner_frame(label, &self.base, settings)
     }
 
@@ -546,7 +552,12 @@ impl Tracker {
                         (true, false) => record.base.clone(),
                         (false, false) if tab.label == record.seen => record.base.clone(),
                         (false, false) => foreign_base(record, &tab.label, labeler),
-                        (false, true) => labeler.strip(&tab.label).to_string(),
+                        // A number is a position cowbell wrote (a killed
+                        // daemon's last, unsaved, label): the one now.
+                        (false, true) => match labeler.strip(&tab.label) {
+                            number if is_number(number) => tab.number.to_string(),
+                            name => name.to_string(),
+                        },
                     }
                 }
                 None if every_tab => labeler.strip(&tab.label).to_string(),
@@ -668,6 +679,11 @@ fn note_fight(
 /// plugin with a braille spinner of its own writes the same frames.
 fn is_own_spinner_frame(label: &str, base: &str, settings: &Settings) -> bool {
     settings.spinner && is_spinner_frame(label, base, &settings.labeler)
+}
+
+/// A position as herdr writes it: digits only.
+fn is_number(text: &str) -> bool {
+    !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit())
 }
 
 fn is_spinner_frame(label: &str, base: &str, labeler: &Labeler) -> bool {
@@ -938,6 +954,84 @@ mod tests {
         let tracker = tracking(&mut tabs, &s, now);
         assert_eq!(tabs[0].label, "🔴 1");
         (s, tabs, tracker, now)
+    }
+
+    /// A daemon killed after renumbering an auto-named tab, before it
+    /// saved: its label holds a number state.json never knew. It is still
+    /// cowbell's: the next daemon keeps the tab auto-named and gives it its
+    /// position, and a restore gives the position back.
+    #[test]
+    fn an_unsaved_position_left_by_a_killed_daemon_is_still_cowbells() {
+        let (s, mut tabs, mut tracker, now) = auto_named_with_icon();
+        // Saved: "🔴 1" at position 1. Unsaved: the tab moved to 2, and the
+        // killed daemon wrote "🔴 2"; then it moved to 3.
+        tabs[0].label = "🔴 2".into();
+        tabs[0].number = 3;
+        let mut next = tracker.clone();
+        next.mark_left_by_killed_daemon();
+        next.looked_away = true;
+        let plan = next.resync(&tabs, &s, now);
+        assert_eq!(renames(&plan), [("w1:t1", "🔴 3")]);
+        assert!(next.tabs["w1:t1"].auto_named);
+        assert_eq!(next.tabs["w1:t1"].base, "3");
+        // `off` after the crash: the position, not the number in the label.
+        tracker.mark_left_by_killed_daemon();
+        for label in ["🔴 2", "🟡 2", "2"] {
+            tabs[0].label = label.into();
+            let restore = tracker.clone().restore_plan(&tabs, &s.labeler, false, now);
+            assert_eq!(
+                restore,
+                [Rename {
+                    tab_id: "w1:t1".into(),
+                    label: "3".into()
+                }],
+                "{label}"
+            );
+        }
+        // An unseen rename to a name keeps the name.
+        tabs[0].label = "notes".into();
+        let restore = tracker.restore_plan(&tabs, &s.labeler, false, now);
+        assert_eq!(restore, []);
+    }
+
+    /// Spinner frames are not saved: a killed daemon leaves a later frame
+    /// than state.json knows, over a number that may be old by now.
+    #[test]
+    fn a_spinner_frame_left_by_a_killed_daemon_restores_to_the_position() {
+        let mut s = settings();
+        s.include_auto_named = true;
+        s.spinner = true;
+        let now = Instant::now();
+        let mut tabs = vec![
+            tab("w1:t1", 1, "1", Status::Idle),
+            tab("w1:t2", 2, "2", Status::Working),
+        ];
+        let mut tracker = tracking(&mut tabs, &s, now);
+        let mut saved = tracker.clone();
+        tracker.advance_spinner();
+        let plan = tracker.resync(&tabs, &s, now);
+        apply(&mut tracker, &mut tabs, &plan.renames);
+        assert_eq!(plan.renames.len(), 1);
+        // Killed before a save; tab 1 closes, so tab 2 is number 1.
+        let mut tabs = vec![Tab {
+            number: 1,
+            ..tabs[1].clone()
+        }];
+        saved.mark_left_by_killed_daemon();
+        let restore = saved.clone().restore_plan(&tabs, &s.labeler, false, now);
+        assert_eq!(
+            restore,
+            [Rename {
+                tab_id: "w1:t2".into(),
+                label: "1".into()
+            }]
+        );
+        saved.looked_away = true;
+        let plan = saved.resync(&tabs, &s, now);
+        assert!(saved.tabs["w1:t2"].auto_named);
+        assert_eq!(saved.tabs["w1:t2"].base, "1");
+        apply(&mut saved, &mut tabs, &plan.renames);
+        assert_eq!(s.labeler.strip(&tabs[0].label), "1");
     }
 
     #[test]
