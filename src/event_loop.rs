@@ -1140,7 +1140,7 @@ impl EventLoop {
         sub.ack_deadline = None;
         self.status = Some(sub);
         self.subscribed_panes = panes;
-        self.pane_statuses.forget();
+        self.pane_statuses.forget(panes.count);
         self.status_backoff = self.durations.backoff_first;
         if std::mem::take(&mut self.next_status_stale) {
             self.panes_wanted = true;
@@ -1624,7 +1624,7 @@ impl EventLoop {
         if set.count == 0 {
             self.status = None;
             self.subscribed_panes = PaneSet::default();
-            self.pane_statuses.forget();
+            self.pane_statuses.forget(0);
             return;
         }
         let ack_timeout = herdr::status_ack_timeout(set.count, self.status_ack_misses);

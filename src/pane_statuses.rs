@@ -18,13 +18,18 @@ use crate::labels::Status;
 #[derive(Debug, Default)]
 pub struct PaneStatuses {
     last_seen: Vec<(u64, Status)>,
+    /// The subscription's pane count. herdr reports only those panes; a
+    /// peer that sends events for made-up ids does not grow the table
+    /// past it.
+    limit: usize,
 }
 
 impl PaneStatuses {
-    /// A new subscription: the first event of each pane is news again
-    /// (what happened before it started was never delivered).
-    pub fn forget(&mut self) {
+    /// A new subscription of `panes` panes: the first event of each pane
+    /// is news again (what happened before it started was never delivered).
+    pub fn forget(&mut self, panes: usize) {
         self.last_seen = Vec::new();
+        self.limit = panes;
     }
 
     /// Records what a status event says, and whether it can change an
@@ -50,7 +55,9 @@ impl PaneStatuses {
                 last != status
             }
             Err(index) => {
-                self.last_seen.insert(index, (key, status));
+                if self.last_seen.len() < self.limit {
+                    self.last_seen.insert(index, (key, status));
+                }
                 true
             }
         }
@@ -61,9 +68,15 @@ impl PaneStatuses {
 mod tests {
     use super::*;
 
+    fn covering(panes: usize) -> PaneStatuses {
+        let mut statuses = PaneStatuses::default();
+        statuses.forget(panes);
+        statuses
+    }
+
     #[test]
     fn only_a_pane_s_first_event_and_a_new_status_are_news() {
-        let mut panes = PaneStatuses::default();
+        let mut panes = covering(3000);
         assert!(panes.is_news(Some("w1:p1"), Some("working")));
         // The title moved on; the status did not.
         assert!(!panes.is_news(Some("w1:p1"), Some("working")));
@@ -80,7 +93,7 @@ mod tests {
 
     #[test]
     fn an_event_that_does_not_say_is_news() {
-        let mut panes = PaneStatuses::default();
+        let mut panes = covering(3000);
         assert!(panes.is_news(Some("w1:p1"), Some("idle")));
         assert!(panes.is_news(None, Some("idle")));
         assert!(panes.is_news(Some("w1:p1"), None));
@@ -95,15 +108,30 @@ mod tests {
 
     #[test]
     fn a_new_subscription_starts_afresh() {
-        let mut panes = PaneStatuses::default();
+        let mut panes = covering(3000);
         assert!(panes.is_news(Some("w1:p1"), Some("working")));
-        panes.forget();
+        panes.forget(3000);
         assert!(panes.is_news(Some("w1:p1"), Some("working")));
+    }
+
+    /// herdr reports the subscribed panes only; a peer that makes up ids
+    /// gets each event taken as news, and the table stays its size.
+    #[test]
+    fn events_for_more_panes_than_subscribed_are_not_kept() {
+        let mut panes = covering(2);
+        assert!(panes.is_news(Some("w1:p1"), Some("working")));
+        assert!(panes.is_news(Some("w1:p2"), Some("working")));
+        for n in 3..10_000 {
+            assert!(panes.is_news(Some(&format!("w1:p{n}")), Some("working")));
+        }
+        assert!(panes.is_news(Some("w1:p9"), Some("working")));
+        assert_eq!(panes.last_seen.len(), 2);
+        assert!(!panes.is_news(Some("w1:p1"), Some("working")));
     }
 
     #[test]
     fn many_panes_keep_their_own_statuses() {
-        let mut panes = PaneStatuses::default();
+        let mut panes = covering(3000);
         for n in (0..3000).rev() {
             assert!(panes.is_news(Some(&format!("w1:p{n}")), Some("working")));
         }
