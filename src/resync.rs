@@ -129,13 +129,14 @@ impl TabRecord {
     /// time, it would never see a plugin that writes its own status icon
     /// over cowbell's as a fight.) For an auto-named tab that base is the
     /// position it had then, whatever number that was: unsaved spinner
-    /// frames and renumberings leave a label state.json never knew.
+    /// frames and renumberings leave a label state.json never knew. Only
+    /// with an icon in front: a bare number may be a person's name.
     fn is_own(&self, label: &str, settings: &Settings, now: Instant) -> bool {
         let newest = self.sent.last().is_some_and(|sent| sent.label == label);
         let unechoed = self.sent.iter().any(|sent| sent.awaiting_echo(label, now));
         let labeler = &settings.labeler;
         let base = match labeler.strip(label) {
-            number if self.auto_named && is_number(number) => number,
+            number if self.auto_named && is_iconed_number(label, number) => number,
             _ => &self.base,
         };
         let left_by_a_crash = self.left_by_killed_daemon
@@ -567,10 +568,15 @@ impl Tracker {
                         (true, false) => record.base.clone(),
                         (false, false) if tab.label == record.seen => record.base.clone(),
                         (false, false) => foreign_base(record, &tab.label, labeler),
-                        // A number is a position cowbell wrote (a killed
-                        // daemon's last, unsaved, label): the one now.
+                        // An icon before a number is a position a killed
+                        // daemon wrote and never saved: the one now.
                         (false, true) => match labeler.strip(&tab.label) {
-                            number if is_number(number) => tab.number.to_string(),
+                            number
+                                if record.left_by_killed_daemon
+                                    && is_iconed_number(&tab.label, number) =>
+                            {
+                                tab.number.to_string()
+                            }
                             name => name.to_string(),
                         },
                     }
@@ -696,9 +702,10 @@ fn is_own_spinner_frame(label: &str, base: &str, settings: &Settings) -> bool {
     settings.spinner && is_spinner_frame(label, base, &settings.labeler)
 }
 
-/// A position as herdr writes it: digits only.
-fn is_number(text: &str) -> bool {
-    !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit())
+/// `label` is an icon (or spinner frame) before `stripped`, a position as
+/// herdr writes it: digits only.
+fn is_iconed_number(label: &str, stripped: &str) -> bool {
+    label != stripped && !stripped.is_empty() && stripped.bytes().all(|b| b.is_ascii_digit())
 }
 
 fn is_spinner_frame(label: &str, base: &str, labeler: &Labeler) -> bool {
@@ -1014,7 +1021,7 @@ mod tests {
         assert_eq!(next.tabs["w1:t1"].base, "3");
         // `off` after the crash: the position, not the number in the label.
         tracker.mark_left_by_killed_daemon();
-        for label in ["🔴 2", "🟡 2", "2"] {
+        for label in ["🔴 2", "🟡 2"] {
             tabs[0].label = label.into();
             let restore = tracker.clone().restore_plan(&tabs, &s.labeler, false, now);
             assert_eq!(
@@ -1026,10 +1033,35 @@ mod tests {
                 "{label}"
             );
         }
-        // An unseen rename to a name keeps the name.
-        tabs[0].label = "notes".into();
+        // An unseen rename to a name keeps the name, a number included.
+        for label in ["notes", "2024"] {
+            tabs[0].label = label.into();
+            let restore = tracker.clone().restore_plan(&tabs, &s.labeler, false, now);
+            assert_eq!(restore, [], "{label}");
+        }
+        // And the next daemon takes it as the tab's name.
+        next = tracker.clone();
+        next.looked_away = true;
+        let plan = next.resync(&tabs, &s, now);
+        assert_eq!(renames(&plan), [("w1:t1", "🔴 2024")]);
+        assert!(!next.tabs["w1:t1"].auto_named);
+    }
+
+    /// Without a crash, an icon before a number cowbell did not write is
+    /// someone else's label: a restore strips the icon and keeps the number.
+    #[test]
+    fn an_iconed_number_is_a_name_when_no_daemon_was_killed() {
+        let (s, mut tabs, mut tracker, now) = auto_named_with_icon();
+        tabs[0].label = "🟡 7".into();
+        tabs[0].number = 2;
         let restore = tracker.restore_plan(&tabs, &s.labeler, false, now);
-        assert_eq!(restore, []);
+        assert_eq!(
+            restore,
+            [Rename {
+                tab_id: "w1:t1".into(),
+                label: "7".into()
+            }]
+        );
     }
 
     /// Spinner frames are not saved: a killed daemon leaves a later frame
