@@ -533,15 +533,13 @@ fn take_over(paths: &Paths) -> io::Result<Result<Lock, Option<u32>>> {
                 Err(error) => return Err(error),
             },
             // A daemon that decided lets go once its last save is on disk,
-            // which may take longer than the wait above; giving up then
-            // would leave no daemon at all.
+            // and a short command once its renames are done: against a
+            // slow herdr, a list and 5 s of renames, longer than the wait
+            // above. Giving up then would leave no daemon at all (a command
+            // stopped with Ctrl-Z holds the startup hook this long).
             Holder::Held(None) if pidfile_is_empty(paths) => {
                 emptied = true;
-                // Not for a holder nobody asked to go: a command stopped
-                // with Ctrl-Z would hold the startup hook that long.
-                if signalled.is_some() {
-                    give_up = give_up.max(asked + STOP_WAIT);
-                }
+                give_up = give_up.max(asked + STOP_WAIT);
             }
             Holder::Held(_) => {}
         }
@@ -564,7 +562,7 @@ fn take_over(paths: &Paths) -> io::Result<Result<Lock, Option<u32>>> {
                 (None, true) => format!(
                     "the pidfile stayed locked for {} s with no pid in it (a cowbell \
                      command under way, or a daemon starting or on its way out)",
-                    HANDOVER_WAIT.as_secs()
+                    STOP_WAIT.as_secs()
                 ),
                 // Nothing this process could signal: a daemon on another
                 // host or in another pid namespace sharing this state

@@ -1841,6 +1841,38 @@ fn a_command_stops_renaming_when_herdr_stops_answering() {
     }
 }
 
+/// The startup hook while a `cowbell sync` holds the lock against a slow
+/// herdr (a list and 5 s of renames): the hook waits for it and starts the
+/// daemon, rather than giving up after 5 s and leaving none.
+#[test]
+fn the_startup_hook_waits_for_a_slow_command_and_starts_the_daemon() {
+    let cb = Cowbell::new();
+    let tabs: Vec<(String, String)> = (0..4).map(|i| cb.tab(Some(&format!("t{i}")))).collect();
+    for (_, pane) in &tabs {
+        cb.herdr.set_status(pane, "blocked");
+    }
+    cb.herdr.set_response_delay(Duration::from_millis(1500));
+    let env = cb.env("action");
+    let root = cb.plugin_root.clone();
+    let sync = std::thread::spawn(move || hooks::run_hook(&root, &[cowbell::bin(), "sync"], &env));
+    // The sync holds the lock before the hook looks.
+    std::thread::sleep(Duration::from_millis(300));
+    let hook = cb.run(&["daemon", "--replace"]);
+    let synced = sync.join().unwrap();
+    assert_eq!(
+        hook.status.code(),
+        Some(0),
+        "startup hook: {}\nsync: {}",
+        hook.stderr,
+        synced.stderr
+    );
+    cb.herdr.set_response_delay(Duration::ZERO);
+    cb.wait_for_daemon(2 * SECOND);
+    for (i, (tab, _)) in tabs.iter().enumerate() {
+        cb.expect_label(tab, &format!("🔴 t{i}"), 3 * SECOND);
+    }
+}
+
 /// A herdr that answers, but slowly, gets the rest of a command's renames
 /// left for the next try once 5 s are spent, rather than holding the
 /// command for a second and a half per tab.
