@@ -143,8 +143,7 @@ pub fn on(paths: &Paths) -> Result<u8, Error> {
         // Turned off after this `on` cleared the flag: that `off` stands.
         Started::Off(_) => {
             let text = "cowbell: still off: `cowbell off` finished at the same moment; run `cowbell on` again";
-            complain!("{text}");
-            notify_action(paths, text);
+            complain_to_action(paths, text);
             Ok(1)
         }
         // One that cannot write its pid (a full disk) gives the names back
@@ -159,8 +158,7 @@ pub fn on(paths: &Paths) -> Result<u8, Error> {
                 "cowbell: on, but the daemon did not stay up; its log may say why: {}",
                 paths.log_file().display()
             );
-            complain!("{text}");
-            notify_action(paths, &text);
+            complain_to_action(paths, &text);
             Ok(1)
         }
         Started::Detached | Started::AlreadyRunning(_) => match list_tab_infos(paths) {
@@ -195,14 +193,15 @@ pub fn off(paths: &Paths, every_tab: bool) -> Result<u8, Error> {
     if let Err(error) = recorded
         && !state::peek_off(&paths.state_file()).unwrap_or(false)
     {
-        complain!(
+        let text = format!(
             "{error}; {} restored, but off is not on record: the next server start or agent turns cowbell back on",
             tab_names(n)
         );
+        complain_to_action(paths, &text);
         return Ok(error.exit_code());
     }
     if let Some(error) = failure {
-        complain!("{}", restore_failure_message(&error, n, &tracker));
+        complain_to_action(paths, &restore_failure_message(&error, n, &tracker));
         return Ok(error.exit_code());
     }
     let what = if every_tab { "icons removed" } else { "off" };
@@ -635,6 +634,14 @@ pub fn notify_action_failure(paths: &Paths, error: &Error) {
     if !matches!(error, Error::Herdr { .. }) {
         notify_action(paths, &error.to_string());
     }
+}
+
+/// Says `text` on stderr, and shows it as a herdr notification when a menu
+/// action runs this command: herdr shows nothing an action prints. (When
+/// herdr could not be reached, the notification cannot reach it either.)
+fn complain_to_action(paths: &Paths, text: &str) {
+    complain!("{text}");
+    notify_action(paths, text);
 }
 
 /// Shows `text` as a herdr notification when a menu action runs this

@@ -1941,6 +1941,30 @@ fn one_dropped_rename_does_not_abandon_the_other_tabs() {
     assert_eq!(kept.len(), 1, "icons left on {kept:?}");
 }
 
+/// A menu action whose renames herdr refuses: herdr shows nothing an
+/// action prints, so a notification says which names are not back.
+#[test]
+fn an_action_whose_renames_herdr_refuses_says_so_in_a_notification() {
+    let (cb, tabs) = killed_over_icons(2);
+    cb.herdr.answer_raw(
+        "tab.rename",
+        1,
+        b"{\"id\":\"\",\"error\":{\"code\":\"invalid_request\",\"message\":\"no\"}}\n",
+    );
+    let outcome = cb.action("remove-icons");
+    assert_eq!(outcome.status.code(), Some(3), "{}", outcome.stderr);
+    let notes = cb.herdr.notifications();
+    assert_eq!(notes.len(), 1, "{notes:?}\n{}", outcome.stderr);
+    let body = notes[0].body.as_deref().unwrap_or("");
+    assert!(body.contains("1 tab name not back yet"), "{body}");
+    let back = tabs
+        .iter()
+        .enumerate()
+        .filter(|(i, (tab, _))| cb.herdr.label(tab) == format!("tab{i}"))
+        .count();
+    assert_eq!(back, 1);
+}
+
 /// With state.json lost, `off` takes the icon off every tab; the ones
 /// herdr did not rename must be written down all the same, so the startup
 /// hook gives them their names once herdr answers again.

@@ -414,6 +414,11 @@ fn an_off_that_cannot_be_recorded_says_what_that_means() {
         "{}",
         off.stderr
     );
+    // An action: herdr shows nothing it prints, so a notification says it.
+    let notes = cb.herdr.notifications();
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    let body = notes[0].body.as_deref().unwrap_or("");
+    assert!(body.contains("off is not on record"), "{body}");
 }
 
 /// …and when the state cannot be written afterwards either (a full disk):
