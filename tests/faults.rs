@@ -1503,11 +1503,10 @@ fn a_second_replace_during_a_handover_keeps_the_fresh_daemon() {
 }
 
 /// A startup hook beside a command that holds the lock and never lets go
-/// (a `cowbell sync` stopped with Ctrl-Z): nobody was asked to go, so the
-/// hook gives up after its 5 s, not the 15 s it gives a daemon on its way
-/// out.
+/// (a `cowbell sync` stopped with Ctrl-Z): the hook waits the 15 s a
+/// command against a slow herdr may take, then gives up and says why.
 #[test]
-fn a_replace_beside_a_stuck_command_gives_up_after_five_seconds() {
+fn a_replace_beside_a_stuck_command_gives_up_after_fifteen_seconds() {
     let (cb, _, _, old) = blocked_api(1.0);
     cowbell::signal(old, libc::SIGKILL);
     assert!(cowbell::wait_dead(old, 2 * SECOND));
@@ -1522,7 +1521,7 @@ fn a_replace_beside_a_stuck_command_gives_up_after_five_seconds() {
     let took = asked.elapsed();
     assert_eq!(replace.status.code(), Some(1), "{}", replace.stderr);
     assert!(
-        took < 8 * SECOND && replace.stderr.contains("a cowbell command under way"),
+        took < 18 * SECOND && replace.stderr.contains("a cowbell command under way"),
         "took {took:?}: {}",
         replace.stderr
     );
