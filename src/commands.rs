@@ -14,7 +14,6 @@ use crate::config;
 use crate::daemon::{self, Failed, Holder, Lock, Reached, Started};
 use crate::error::Error;
 use crate::fights::Timing;
-
 use crate::herdr::{self, CallError, Message, TabInfo};
 use crate::labels;
 use crate::log::utc_timestamp;
@@ -87,7 +86,7 @@ fn give_back(paths: &Paths, lock: Lock, (state, warning): (State, Option<String>
         let text = error.to_string();
         text.strip_prefix("cowbell: ").unwrap_or(&text).to_string()
     };
-    if let Some(failure) = failure {
+    if let Some((failure, _)) = failure {
         let _ = write!(given, "; {}, the rest kept for the next try", bare(failure));
     }
     if let Err(failure) = write_state(paths, &lock, &tracker, state.off, clock) {
@@ -200,8 +199,12 @@ pub fn off(paths: &Paths, every_tab: bool) -> Result<u8, Error> {
         complain_to_action(paths, &text);
         return Ok(error.exit_code());
     }
-    if let Some(error) = failure {
-        complain_to_action(paths, &restore_failure_message(&error, n, &tracker));
+    if let Some((error, answered)) = failure {
+        let text = restore_failure_message(&error, n, &tracker);
+        complain!("{text}");
+        if answered {
+            notify_action(paths, &text);
+        }
         return Ok(error.exit_code());
     }
     let what = if every_tab { "icons removed" } else { "off" };
@@ -232,7 +235,7 @@ fn finish_restore(paths: &Paths, lock: Lock) -> Result<u8, Error> {
     let (n, failure) = restore(paths, &mut tracker, false);
     write_state(paths, &lock, &tracker, state.off, clock)?;
     drop(lock);
-    if let Some(error) = failure {
+    if let Some((error, _)) = failure {
         complain!("{}", restore_failure_message(&error, n, &tracker));
         return Ok(error.exit_code());
     }
@@ -288,8 +291,14 @@ fn stop_daemon(paths: &Paths) -> Result<daemon::Stopped, Error> {
 /// Gives back the names of the tabs `tracker` still tracks (after a crash,
 /// or with no daemon), and with `every_tab` strips a leading icon from
 /// every other tab too. Returns how many tabs were renamed, and what went
-/// wrong if some were not; those stay in `tracker` for the next try.
-fn restore(paths: &Paths, tracker: &mut Tracker, every_tab: bool) -> (usize, Option<Error>) {
+/// wrong if some were not, with whether herdr answered all the same (a
+/// refusal: a notification can say it); those stay in `tracker` for the
+/// next try.
+fn restore(
+    paths: &Paths,
+    tracker: &mut Tracker,
+    every_tab: bool,
+) -> (usize, Option<(Error, bool)>) {
     if tracker.tabs.is_empty() && !every_tab {
         return (0, None);
     }
@@ -297,7 +306,7 @@ fn restore(paths: &Paths, tracker: &mut Tracker, every_tab: bool) -> (usize, Opt
     let labeler = config.labeler();
     let tabs = match list_tabs(paths) {
         Ok(tabs) => tabs,
-        Err(error) => return (0, Some(error)),
+        Err(error) => return (0, Some((error, false))),
     };
     let renames = tracker.restore_plan(&tabs, &labeler, every_tab, Instant::now());
     let mut restored = 0;
@@ -317,9 +326,12 @@ fn restore(paths: &Paths, tracker: &mut Tracker, every_tab: bool) -> (usize, Opt
     tracker
         .tabs
         .retain(&mut |id, _| unfinished.tabs.contains(&id));
-    let failure = unfinished.why.map(|why| Error::Herdr {
-        what: "restoring tab names".into(),
-        why,
+    let failure = unfinished.why.map(|why| {
+        let error = Error::Herdr {
+            what: "restoring tab names".into(),
+            why,
+        };
+        (error, unfinished.answered)
     });
     (restored, failure)
 }
@@ -398,6 +410,9 @@ struct Unfinished<'a> {
     /// Why the command fails; `None` when herdr only said some tabs are
     /// gone (a tab closed since the list has no name left to give).
     why: Option<String>,
+    /// herdr answered the last rename sent, so a notification would reach
+    /// it (one to a herdr that stopped answering waits 2 s for nothing).
+    answered: bool,
 }
 
 /// Sends `renames` one by one, calling `applied` for each one herdr
@@ -415,11 +430,14 @@ fn send_renames<'a>(
     let mut unfinished = Unfinished {
         tabs: Vec::new(),
         why: None,
+        answered: true,
     };
     for (index, rename) in renames.iter().enumerate() {
         let params = herdr::rename_params(&rename.tab_id, &rename.label);
         let rest = &renames[index + 1..];
-        match herdr::call(&paths.socket, "tab.rename", &params) {
+        let answer = herdr::call(&paths.socket, "tab.rename", &params);
+        unfinished.answered = matches!(answer, Ok(_) | Err(CallError::Herdr(_)));
+        match answer {
             Ok(_) => applied(rename),
             Err(CallError::Herdr(error)) if error.code == "tab_not_found" => {
                 unfinished.tabs.push(&rename.tab_id);
