@@ -14,6 +14,7 @@ use crate::config;
 use crate::daemon::{self, Failed, Holder, Lock, Reached, Started};
 use crate::error::Error;
 use crate::fights::Timing;
+use crate::files;
 use crate::herdr::{self, CallError, Message, TabInfo};
 use crate::labels;
 use crate::log::utc_timestamp;
@@ -533,7 +534,14 @@ fn write_state(
             std::io::Error::other("the state directory was deleted or replaced meanwhile")
         })
     });
-    dir.and_then(|dir| state::save_tracker(&dir, tracker, off, false, clock, &mut None))
+    // Only when it changed: a script's `sync` per event would otherwise
+    // cost a sync and a rename each. The lock is held since the state was
+    // read, so the file holds what the last writer wrote.
+    let mut on_disk = files::read_capped(&paths.state_file(), state::MAX_STATE_BYTES)
+        .ok()
+        .flatten()
+        .map(|bytes| files::fingerprint(&bytes));
+    dir.and_then(|dir| state::save_tracker(&dir, tracker, off, false, clock, &mut on_disk))
         .map(|_| ())
         .map_err(Error::io(format!(
             "writing {}",

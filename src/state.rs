@@ -29,7 +29,7 @@ use crate::resync::{TabRecord, Tracker};
 pub const VERSION: u64 = 1;
 
 /// Far more than 1000 tabs need; a larger file is not ours.
-const MAX_STATE_BYTES: u64 = 8 << 20;
+pub const MAX_STATE_BYTES: u64 = 8 << 20;
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 pub struct TabEntry {

@@ -4,6 +4,7 @@
 
 mod support;
 
+use std::os::unix::fs::MetadataExt;
 use std::time::{Duration, Instant};
 
 use support::cowbell::{self, Cowbell};
@@ -1481,6 +1482,30 @@ fn a_sync_records_its_renames_so_the_next_one_sees_no_fight() {
     let state = cb.state_json();
     assert!(state.contains("\"fights_total\":0"), "{state}");
     assert!(!state.contains("\"written\":null"), "{state}");
+}
+
+/// state.json is written only when it changed: a script's `sync` per event
+/// with nothing new replaces no file (a sync and a rename each).
+#[test]
+fn a_sync_that_changes_nothing_leaves_state_json_alone() {
+    let cb = Cowbell::new();
+    let (tab, pane) = cb.tab(Some("api"));
+    cb.herdr.set_status(&pane, "blocked");
+    assert!(cb.run(&["sync"]).status.success());
+    assert_eq!(cb.herdr.label(&tab), "🔴 api");
+    let file = cb.server_dir().join("state.json");
+    let inode = |file: &std::path::Path| std::fs::metadata(file).unwrap().ino();
+    let before = inode(&file);
+    let first = cb.state_json();
+    let outcome = cb.run(&["sync"]);
+    assert!(outcome.status.success(), "{}", outcome.stderr);
+    assert_eq!(inode(&file), before, "state.json was replaced");
+    // Something new is written.
+    cb.herdr.set_status(&pane, "idle");
+    assert!(cb.run(&["sync"]).status.success());
+    assert_eq!(cb.herdr.label(&tab), "api");
+    let now = cb.state_json();
+    assert!(now != first && now.contains("\"written\":\"api\""), "{now}");
 }
 
 /// While cowbell is off, `sync` puts no icon back and leaves it off.
