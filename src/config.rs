@@ -9,6 +9,7 @@
 
 use std::fmt::Write as _;
 use std::path::Path;
+use std::string::FromUtf8Error;
 
 use crate::files;
 use crate::json_check::{self, Json};
@@ -128,7 +129,8 @@ impl Loaded {
 pub fn load(path: &Path) -> Loaded {
     let file = path.display().to_string();
     let (config, problems) = match read_file(path) {
-        Ok(Some(text)) => parse(&text, &file),
+        Ok(Some(Ok(text))) => parse(&text, &file),
+        Ok(Some(Err(bad))) => (Config::default(), vec![error(not_utf8(&file, &bad))]),
         Ok(None) => (Config::default(), Vec::new()),
         Err(why) => (
             Config::default(),
@@ -139,15 +141,23 @@ pub fn load(path: &Path) -> Loaded {
 }
 
 /// The file's text, `None` when there is no file.
-fn read_file(path: &Path) -> Result<Option<String>, String> {
+fn read_file(path: &Path) -> Result<Option<Result<String, FromUtf8Error>>, String> {
     match files::read_capped_following(path, MAX_FILE_SIZE) {
         Ok(None) => Ok(None),
-        Ok(Some(bytes)) => match String::from_utf8(bytes) {
-            Ok(text) => Ok(Some(text)),
-            Err(_) => Err("not UTF-8 text".to_string()),
-        },
+        Ok(Some(bytes)) => Ok(Some(String::from_utf8(bytes))),
         Err(error) => Err(error.to_string()),
     }
+}
+
+/// JSON is UTF-8 text: where the first byte that is not is (an editor
+/// that saved the file as Latin-1, say).
+fn not_utf8(file: &str, error: &FromUtf8Error) -> String {
+    let bytes = error.as_bytes();
+    let valid = error.utf8_error().valid_up_to();
+    let before = std::str::from_utf8(&bytes[..valid]).unwrap_or_default();
+    let (line, column) = json_check::line_and_column(before, valid);
+    let byte = bytes.get(valid).copied().unwrap_or_default();
+    format!("{file}: line {line}, column {column}: not UTF-8 text (byte 0x{byte:02X})")
 }
 
 /// Parses the text of a config file; `file` names it in the messages.
@@ -799,6 +809,31 @@ mod tests {
         );
     }
 
+    /// JSON is UTF-8: a byte that is not is an invalid file, found where
+    /// it is (an editor saving Latin-1), not a file that "cannot be read".
+    #[test]
+    fn a_file_that_is_not_utf8_is_placed_by_line_and_column() {
+        let dir = TempDir::new("latin1");
+        let file = dir.0.join("config.json");
+        let expect = |bytes: &[u8], why: &str| {
+            std::fs::write(&file, bytes).unwrap();
+            let loaded = load(&file);
+            assert_eq!(loaded.config, Config::default());
+            assert_eq!(
+                loaded.problems,
+                vec![error(format!("{}: {why}", file.display()))]
+            );
+        };
+        expect(
+            b"{\"preset\": \"\xff\"}",
+            "line 1, column 13: not UTF-8 text (byte 0xFF)",
+        );
+        expect(
+            b"{\n  \"icons\": {\"done\": \"caf\xe9\"}}",
+            "line 2, column 25: not UTF-8 text (byte 0xE9)",
+        );
+    }
+
     #[test]
     fn load_refuses_what_is_not_a_small_regular_text_file() {
         let dir = TempDir::new("refuse");
@@ -830,10 +865,6 @@ mod tests {
         )
         .unwrap();
         assert_eq!(load(&just_fits).problems, Vec::new());
-
-        let binary = dir.0.join("binary.json");
-        std::fs::write(&binary, b"{\"preset\": \"\xff\"}").unwrap();
-        expect(&binary, "not UTF-8 text");
 
         let link = dir.0.join("dangling.json");
         std::os::unix::fs::symlink(dir.0.join("nowhere"), &link).unwrap();

@@ -520,7 +520,7 @@ fn invisible(c: char) -> bool {
 
 /// The 1-based line and character column of byte offset `pos`. Lines end
 /// where editors end them: at LF, CRLF, or a lone CR (old Mac files).
-fn line_and_column(text: &str, pos: usize) -> (usize, usize) {
+pub fn line_and_column(text: &str, pos: usize) -> (usize, usize) {
     let before = text.get(..pos).unwrap_or(text);
     let mut line = 1;
     let mut line_start = 0;
