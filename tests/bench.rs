@@ -371,6 +371,25 @@ impl Bench {
         }
     }
 
+    /// Runs the `pane.agent_detected` hook the way herdr does, until herdr
+    /// would see it finish (its pipes at end of file, the process reaped).
+    fn run_watchdog(&mut self) -> Duration {
+        let bin = bin();
+        let started = Instant::now();
+        let outcome = hooks::run_hook(
+            &self.root,
+            &[bin.to_str().unwrap(), "watchdog"],
+            &self.env("pane.agent_detected"),
+        );
+        let took = started.elapsed();
+        assert!(
+            outcome.status.success(),
+            "watchdog failed: {}",
+            outcome.stderr
+        );
+        took
+    }
+
     fn pid(&self) -> Option<u32> {
         let dir = std::fs::read_dir(&self.state_dir).ok()?.flatten().next()?;
         let text = std::fs::read_to_string(dir.path().join("cowbell.pid")).ok()?;
@@ -1133,6 +1152,8 @@ fn m7_startup() {
     let mut total = Vec::new();
     let mut hook = Vec::new();
     let mut first_request = Vec::new();
+    let mut watchdog_running = Vec::new();
+    let mut watchdog_starting = Vec::new();
     for _ in 0..reps {
         // herdr as it is: 100 ms delivery, replay of the buffered events.
         let mut b = Bench::new(Options::default(), 1.0);
@@ -1151,6 +1172,25 @@ fn m7_startup() {
             .expect("renames");
         total.push(ms(last_rename - t0));
         first_request.push(ms(requests[0].at - t0));
+        // The watchdog hook, with the daemon running (every agent detected),
+        // and after it was killed, when it starts a new one.
+        for _ in 0..pick(10, 3) {
+            watchdog_running.push(ms(b.run_watchdog()));
+        }
+        let killed = b.daemon.take().expect("daemon started");
+        // SAFETY: kill takes no pointers; this is the daemon we started.
+        unsafe { libc::kill(killed as libc::pid_t, libc::SIGKILL) };
+        assert!(
+            support::cowbell::wait_dead(killed, Duration::from_secs(5)),
+            "daemon survived SIGKILL"
+        );
+        watchdog_starting.push(ms(b.run_watchdog()));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while b.daemon.is_none() {
+            b.daemon = b.pid().filter(|pid| *pid != killed);
+            assert!(Instant::now() < deadline, "the watchdog started no daemon");
+            std::thread::sleep(Duration::from_millis(2));
+        }
     }
     emit(
         "startup",
@@ -1161,6 +1201,12 @@ fn m7_startup() {
             ("first_request_ms", mmm(&first_request, 1)),
             ("all_icons_ms", mmm(&total, 1)),
             ("goal_under_1s", goal(median(&total) < 1000.0)),
+            ("watchdog_running_ms", mmm(&watchdog_running, 1)),
+            ("watchdog_starting_ms", mmm(&watchdog_starting, 1)),
+            (
+                "goal_watchdog_under_50ms",
+                goal(median(&watchdog_running).max(median(&watchdog_starting)) < 50.0),
+            ),
         ],
     );
 }
