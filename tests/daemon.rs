@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use support::cowbell::{self, Cowbell};
 use support::fake_herdr::{LoggedRequest, Options};
+use support::hooks;
 
 const SECOND: Duration = Duration::from_secs(1);
 
@@ -603,6 +604,41 @@ fn the_heartbeat_notices_an_uninstalled_plugin() {
         |cb| cb.herdr.uninstall_plugin("cowbell"),
         "no longer installed",
     );
+}
+
+/// The heartbeat looks for cowbell's own entry (`HERDR_PLUGIN_ID`) in
+/// herdr's list of every plugin: another one disabled, even one called
+/// `cowbell`, is no reason to stop.
+#[test]
+fn the_heartbeat_checks_the_plugin_id_herdr_gave() {
+    // Scale 60: the 60 s heartbeat becomes 1 s.
+    let cb = Cowbell::with(Options::default(), 60.0);
+    cb.herdr.set_plugin("cowbell", false);
+    cb.herdr.set_plugin("cowbell-dev", true);
+    let (tab, pane) = cb.tab(Some("api"));
+    let mut env = cb.env("startup");
+    for (key, value) in &mut env {
+        if key == "HERDR_PLUGIN_ID" {
+            *value = "cowbell-dev".into();
+        }
+    }
+    let started = hooks::run_hook(
+        &cb.plugin_root,
+        &[cowbell::bin(), "daemon", "--replace"],
+        &env,
+    );
+    assert!(started.status.success(), "{}", started.stderr);
+    let pid = cb.wait_for_daemon(2 * SECOND);
+    cb.herdr.set_status(&pane, "blocked");
+    cb.expect_label(&tab, "🔴 api", 2 * SECOND);
+    // Three heartbeats.
+    std::thread::sleep(3 * SECOND);
+    assert!(cowbell::alive(pid), "{}", cb.log());
+    assert_eq!(cb.herdr.label(&tab), "🔴 api");
+    cb.herdr.set_plugin("cowbell-dev", false);
+    cb.expect_label(&tab, "api", 3 * SECOND);
+    assert!(cowbell::wait_dead(pid, 2 * SECOND), "{}", cb.log());
+    assert!(cb.log().contains("disabled"), "{}", cb.log());
 }
 
 /// `rm cowbell.log` under a running daemon: the heartbeat opens a new one,

@@ -1602,10 +1602,18 @@ impl FakeHerdr {
     pub fn start_with(socket_path: &Path, options: Options) -> FakeHerdr {
         let state = State {
             model: Model {
-                plugins: vec![Plugin {
-                    id: "cowbell".into(),
-                    enabled: true,
-                }],
+                // herdr lists every plugin installed: another one, disabled,
+                // before cowbell.
+                plugins: vec![
+                    Plugin {
+                        id: "demo.envdump".into(),
+                        enabled: false,
+                    },
+                    Plugin {
+                        id: "cowbell".into(),
+                        enabled: true,
+                    },
+                ],
                 ..Model::default()
             },
             events: VecDeque::new(),
