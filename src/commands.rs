@@ -391,7 +391,9 @@ pub fn sync(paths: &Paths) -> Result<u8, Error> {
     for rename in applied {
         tracker.confirm(&rename.tab_id, &rename.label);
     }
-    write_state(paths, &lock, &tracker, false, Clock::now())?;
+    // With the clock the state was read with, its times come back to the
+    // same milliseconds: a sync that changed nothing writes nothing.
+    write_state(paths, &lock, &tracker, false, clock)?;
     drop(lock);
     Ok(if unfinished.why.is_some() { 3 } else { 0 })
 }
