@@ -197,7 +197,11 @@ pub fn off(paths: &Paths, every_tab: bool) -> Result<u8, Error> {
             "{error}; {} restored, but off is not on record: the next server start or agent turns cowbell back on",
             tab_names(n)
         );
-        complain_to_action(paths, &text);
+        complain!("{text}");
+        // (Not to a herdr that stopped answering the restore.)
+        if failure.as_ref().is_none_or(|(_, answered)| *answered) {
+            notify_action(paths, &text);
+        }
         return Ok(error.exit_code());
     }
     if let Some((error, answered)) = failure {
