@@ -129,35 +129,31 @@ impl Loaded {
 pub fn load(path: &Path) -> Loaded {
     let file = path.display().to_string();
     let (config, problems) = match read_file(path) {
-        Ok(Some(Ok(text))) => parse(&text, &file),
-        Ok(Some(Err(bad))) => (Config::default(), vec![error(not_utf8(&file, &bad))]),
+        Ok(Some(text)) => parse(&text, &file),
         Ok(None) => (Config::default(), Vec::new()),
-        Err(why) => (
-            Config::default(),
-            vec![error(format!("{file}: cannot be read: {why}"))],
-        ),
+        Err(why) => (Config::default(), vec![error(format!("{file}: {why}"))]),
     };
     Loaded { config, problems }
 }
 
 /// The file's text, `None` when there is no file.
-fn read_file(path: &Path) -> Result<Option<Result<String, FromUtf8Error>>, String> {
+fn read_file(path: &Path) -> Result<Option<String>, String> {
     match files::read_capped_following(path, MAX_FILE_SIZE) {
         Ok(None) => Ok(None),
-        Ok(Some(bytes)) => Ok(Some(String::from_utf8(bytes))),
-        Err(error) => Err(error.to_string()),
+        Ok(Some(bytes)) => String::from_utf8(bytes).map(Some).map_err(not_utf8),
+        Err(error) => Err(format!("cannot be read: {error}")),
     }
 }
 
 /// JSON is UTF-8 text: where the first byte that is not is (an editor
 /// that saved the file as Latin-1, say).
-fn not_utf8(file: &str, error: &FromUtf8Error) -> String {
+fn not_utf8(error: FromUtf8Error) -> String {
     let bytes = error.as_bytes();
     let valid = error.utf8_error().valid_up_to();
     let before = std::str::from_utf8(&bytes[..valid]).unwrap_or_default();
     let (line, column) = json_check::line_and_column(before, valid);
     let byte = bytes.get(valid).copied().unwrap_or_default();
-    format!("{file}: line {line}, column {column}: not UTF-8 text (byte 0x{byte:02X})")
+    format!("line {line}, column {column}: not UTF-8 text (byte 0x{byte:02X})")
 }
 
 /// Parses the text of a config file; `file` names it in the messages.
