@@ -1740,12 +1740,9 @@ fn describe_note(note: &Note) -> String {
             format!("{tab_id}: rename fight; leaving the tab alone for {seconds} s")
         }
         Note::Dropped { tab_id } => format!("{tab_id} closed: forgotten"),
-        Note::ListedTwice { tab_id, ignored: 1 } => {
-            format!("{tab_id} listed twice by herdr: its first entry counts")
-        }
         Note::ListedTwice { tab_id, ignored } => format!(
-            "herdr listed tabs more than once ({tab_id} first, {ignored} entries in all): \
-             the first entry of each counts"
+            "herdr listed {tab_id} more than once ({ignored} repeated entries in the list): \
+             the first entry of each tab counts"
         ),
     }
 }
