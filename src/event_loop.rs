@@ -156,6 +156,20 @@ impl Subscription {
             ack_deadline: Some(now + ack_timeout),
         })
     }
+
+    /// Writes what is left of the request, then reads what came; `None`
+    /// while the request is still going out.
+    fn pump(&mut self, revents: libc::c_short) -> Option<Input> {
+        if !self.unwritten.is_empty() {
+            if let Err(error) = flush(&mut self.stream, &mut self.unwritten) {
+                return Some(Input::Failed(format!("subscription write failed: {error}")));
+            }
+            if revents & (libc::POLLHUP | libc::POLLERR) == 0 {
+                return None;
+            }
+        }
+        Some(read_lines(&mut self.stream, &mut self.lines))
+    }
 }
 
 /// What reading a connection produced.
@@ -960,21 +974,10 @@ impl EventLoop {
     }
 
     fn on_lifecycle_ready(&mut self, revents: libc::c_short, now: Instant) {
-        let Some(sub) = &mut self.lifecycle else {
+        let Some(input) = self.lifecycle.as_mut().and_then(|sub| sub.pump(revents)) else {
             return;
         };
-        if !sub.unwritten.is_empty() {
-            if let Err(error) = flush(&mut sub.stream, &mut sub.unwritten) {
-                self.disconnected(&format!("subscription write failed: {error}"), now);
-            }
-            if revents & (libc::POLLHUP | libc::POLLERR) == 0 {
-                return;
-            }
-        }
-        let Some(sub) = &mut self.lifecycle else {
-            return;
-        };
-        match read_lines(&mut sub.stream, &mut sub.lines) {
+        match input {
             Input::Lines(lines) => self.lifecycle_lines(lines, now),
             Input::Closed(lines) => {
                 self.lifecycle_lines(lines, now);
@@ -1068,23 +1071,13 @@ impl EventLoop {
 
     /// Reads the current status subscription, or the next one (`next`).
     fn on_status_ready(&mut self, mut next: bool, revents: libc::c_short, now: Instant) {
-        let Some(sub) = self.status_subscription(next) else {
+        let Some(input) = self
+            .status_subscription(next)
+            .and_then(|sub| sub.pump(revents))
+        else {
             return;
         };
-        if !sub.unwritten.is_empty() {
-            if let Err(error) = flush(&mut sub.stream, &mut sub.unwritten) {
-                let why = format!("status subscription write failed: {error}");
-                self.status_lost(next, &why, now);
-                return;
-            }
-            if revents & (libc::POLLHUP | libc::POLLERR) == 0 {
-                return;
-            }
-        }
-        let Some(sub) = self.status_subscription(next) else {
-            return;
-        };
-        let (lines, closed) = match read_lines(&mut sub.stream, &mut sub.lines) {
+        let (lines, closed) = match input {
             Input::Lines(lines) => (lines, None),
             Input::Closed(lines) => (
                 lines,
