@@ -1734,7 +1734,7 @@ fn describe_note(note: &Note) -> String {
         }
         Note::Dropped { tab_id } => format!("{tab_id} closed: forgotten"),
         Note::ListedTwice { tab_id, ignored } => format!(
-            "herdr listed {tab_id} more than once ({ignored} repeated entries in the list): \
+            "herdr listed {tab_id} more than once (repeats in the list: {ignored}): \
              the first entry of each tab counts"
         ),
     }
