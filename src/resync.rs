@@ -135,15 +135,16 @@ impl TabRecord {
         let newest = self.sent.last().is_some_and(|sent| sent.label == label);
         let unechoed = self.sent.iter().any(|sent| sent.awaiting_echo(label, now));
         let labeler = &settings.labeler;
-        let base = match labeler.strip(label) {
-            number if self.auto_named && is_iconed_number(label, number) => number,
-            _ => &self.base,
-        };
-        let left_by_a_crash = self.left_by_killed_daemon
-            && (Status::ALL
+        let left_by_a_crash = self.left_by_killed_daemon && {
+            let base = match labeler.strip(label) {
+                number if self.auto_named && is_iconed_number(label, number) => number,
+                _ => &self.base,
+            };
+            Status::ALL
                 .iter()
                 .any(|status| labeler.label(*status, base) == label)
-                || is_spinner_frame(label, base, labeler));
+                || is_spinner_frame(label, base, labeler)
+        };
         newest || unechoed || left_by_a_crash || is_own_spinner_frame(label, &self.base, settings)
     }
 
