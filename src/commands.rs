@@ -14,7 +14,6 @@ use crate::config;
 use crate::daemon::{self, Failed, Holder, Lock, Reached, Started};
 use crate::error::Error;
 use crate::fights::Timing;
-use crate::files;
 use crate::herdr::{self, CallError, Message, TabInfo};
 use crate::labels;
 use crate::log::utc_timestamp;
@@ -543,10 +542,7 @@ fn write_state(
     // Only when it changed: a script's `sync` per event would otherwise
     // cost a sync and a rename each. The lock is held since the state was
     // read, so the file holds what the last writer wrote.
-    let mut on_disk = files::read_capped(&paths.state_file(), state::MAX_STATE_BYTES)
-        .ok()
-        .flatten()
-        .map(|bytes| files::fingerprint(&bytes));
+    let mut on_disk = state::fingerprint_on_disk(&paths.state_file());
     dir.and_then(|dir| state::save_tracker(&dir, tracker, off, false, clock, &mut on_disk))
         .map(|_| ())
         .map_err(Error::io(format!(

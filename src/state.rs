@@ -29,7 +29,7 @@ use crate::resync::{TabRecord, Tracker};
 pub const VERSION: u64 = 1;
 
 /// Far more than 1000 tabs need; a larger file is not ours.
-pub const MAX_STATE_BYTES: u64 = 8 << 20;
+const MAX_STATE_BYTES: u64 = 8 << 20;
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 pub struct TabEntry {
@@ -259,6 +259,15 @@ fn corrupt_name(path: &Path, now_unix_secs: u64) -> PathBuf {
         n += 1;
     }
     candidate
+}
+
+/// A fingerprint of what state.json holds, as `save_tracker`'s
+/// `last_saved` takes it: a writer that did not save it itself (a short
+/// command) writes only what differs. `None` when there is no file to
+/// read.
+pub fn fingerprint_on_disk(path: &Path) -> Option<u64> {
+    let bytes = files::read_capped(path, MAX_STATE_BYTES).ok().flatten()?;
+    Some(files::fingerprint(&bytes))
 }
 
 /// Writes the tracker's state unless its text is the one last saved, known
