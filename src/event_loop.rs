@@ -30,6 +30,11 @@ use crate::sys;
 use crate::text::quote;
 
 const DEBOUNCE: Duration = Duration::from_millis(100);
+/// How soon a rename that keeps the tab's base is looked at. Mostly these
+/// are cowbell's old echoes, replayed to a new subscription at about ten a
+/// second for up to a minute: after the debounce, each would bring a
+/// resync of its own. The rest are icons put in front by someone else.
+const LAZY: Duration = Duration::from_secs(1);
 const BACKOFF_FIRST: Duration = Duration::from_millis(500);
 const BACKOFF_MAX: Duration = Duration::from_secs(30);
 const IDLE_EXIT: Duration = Duration::from_secs(120);
@@ -53,6 +58,7 @@ const HEARTBEAT_GATHER: Duration = Duration::from_millis(20);
 #[derive(Clone, Copy, Debug)]
 pub struct Durations {
     pub debounce: Duration,
+    pub lazy: Duration,
     pub backoff_first: Duration,
     pub backoff_max: Duration,
     pub idle_exit: Duration,
@@ -77,6 +83,7 @@ impl Durations {
         let scale = scale.clamp(1, 1000);
         Durations {
             debounce: DEBOUNCE / scale,
+            lazy: LAZY / scale,
             backoff_first: BACKOFF_FIRST / scale,
             backoff_max: BACKOFF_MAX / scale,
             idle_exit: IDLE_EXIT / scale,
@@ -315,6 +322,8 @@ pub struct EventLoop {
     queue: Vec<Purpose>,
 
     debounce_deadline: Option<Instant>,
+    /// A resync for events that can wait (see `LAZY`).
+    lazy_deadline: Option<Instant>,
     reconnect_deadline: Option<Instant>,
     backoff: Duration,
     idle_exit_deadline: Option<Instant>,
@@ -404,6 +413,7 @@ impl EventLoop {
             in_flight: Vec::new(),
             queue: Vec::new(),
             debounce_deadline: None,
+            lazy_deadline: None,
             reconnect_deadline: Some(Instant::now()),
             backoff: durations.backoff_first,
             idle_exit_deadline: None,
@@ -552,6 +562,7 @@ impl EventLoop {
         };
         [
             self.debounce_deadline,
+            self.lazy_deadline,
             self.reconnect_deadline,
             self.idle_exit_deadline,
             self.heartbeat_deadline,
@@ -678,8 +689,9 @@ impl EventLoop {
                 self.request_failed(pending.purpose, now);
             }
         }
-        if due(self.debounce_deadline) {
+        if due(self.debounce_deadline) || due(self.lazy_deadline) {
             self.debounce_deadline = None;
+            self.lazy_deadline = None;
             self.begin_resync();
         }
         if due(self.retry_deadline) {
@@ -804,6 +816,8 @@ impl EventLoop {
         if !self.connected || self.stop.is_some() {
             return;
         }
+        // The tab list it brings is made after every event so far.
+        self.lazy_deadline = None;
         // One pane list at a time: against a slow herdr, every pane event
         // would send another, each holding a request slot the renames need.
         // A change while one is out is listed after its answer. Queued
@@ -868,6 +882,7 @@ impl EventLoop {
         self.resync_running = false;
         self.renames_outstanding = 0;
         self.debounce_deadline = None;
+        self.lazy_deadline = None;
         self.retry_deadline = None;
         self.plugin_check_deadline = None;
         self.gather_deadline = None;
@@ -1051,9 +1066,19 @@ impl EventLoop {
         }
         if name == "tab_renamed"
             && let (Some(tab_id), Some(label)) = (&tab_id, &label)
-            && self.tracker.take_echo(tab_id, label, now, &self.settings)
         {
-            return;
+            if self.tracker.take_echo(tab_id, label, now, &self.settings) {
+                return;
+            }
+            if self
+                .tracker
+                .keeps_base(tab_id, label, &self.settings.labeler)
+            {
+                if self.debounce_deadline.is_none() {
+                    self.lazy_deadline.get_or_insert(now + self.durations.lazy);
+                }
+                return;
+            }
         }
         if herdr::PANE_SET_EVENTS.contains(&name) {
             self.panes_wanted = true;

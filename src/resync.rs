@@ -445,6 +445,14 @@ impl Tracker {
         }
     }
 
+    /// Whether a `tab_renamed` event leaves the tab's base as it is: an old
+    /// echo of cowbell's, or an icon put in front by someone else.
+    pub fn keeps_base(&self, tab_id: &str, label: &str, labeler: &Labeler) -> bool {
+        self.tabs
+            .get(tab_id)
+            .is_some_and(|record| labeler.strip(label) == record.base)
+    }
+
     /// herdr refused a rename of the tab, or its answer never came: resyncs
     /// before `retry_at` leave the tab alone (see `TabRecord::retry_at`).
     /// Not when its answer was lost and its echo came first: it landed

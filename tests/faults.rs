@@ -4157,3 +4157,40 @@ fn a_daemon_replaced_before_its_first_look_keeps_the_crash_on_record() {
         cb.log()
     );
 }
+
+/// A daemon started into a server run that has been busy (its 512-event
+/// buffer full of cowbell's own echoes and of pane events) gets the lot
+/// replayed, one event per type per 100 ms poll, for about a minute.
+/// Each is a hint only: the daemon must not list the tabs again for every
+/// one of them.
+#[test]
+fn a_replayed_buffer_brings_few_lists() {
+    let cb = Cowbell::new();
+    let mut panes = Vec::new();
+    for i in 0..8 {
+        let (_tab, pane) = cb.tab(Some(&format!("agent{i}")));
+        panes.push(pane);
+    }
+    cb.startup();
+    cb.wait_for_daemon(2 * SECOND);
+    // A busy hour in short: agents change state, cowbell renames, panes
+    // come and go.
+    for round in 0..40 {
+        for (i, pane) in panes.iter().enumerate() {
+            let status = ["working", "blocked", "idle"][(round + i) % 3];
+            cb.herdr.set_status(pane, status);
+        }
+        std::thread::sleep(Duration::from_millis(150));
+    }
+    std::thread::sleep(2 * SECOND);
+    let buffered = cb.herdr.events().len();
+    assert!(buffered >= 200, "only {buffered} events buffered");
+    let before = requests(&cb, "tab.list");
+    cb.startup();
+    std::thread::sleep(10 * SECOND);
+    // Most of the buffer is old echoes (176 of 512 here), which arrive
+    // 100 ms apart: one list each made 51 in these 10 s, a lazy look
+    // about a second apart makes 14.
+    let lists = requests(&cb, "tab.list") - before;
+    assert!(lists <= 25, "{lists} tab.list in 10 s of replay");
+}
