@@ -302,6 +302,9 @@ pub fn excerpt(bytes: &[u8]) -> String {
 
 pub fn parse_line(bytes: &[u8]) -> Result<Message, Malformed> {
     let malformed = || Malformed(format!("malformed line from herdr: {}", excerpt(bytes)));
+    if !crate::json_check::nesting_is_shallow(bytes) {
+        return Err(malformed());
+    }
     let text = std::str::from_utf8(bytes).map_err(|_| malformed())?;
     let line: Line = json::from_str(text).map_err(|_| malformed())?;
     if let Some(name) = line.event {
@@ -587,6 +590,25 @@ mod tests {
         }
         let unknown = br#"{"data":{"x":[1,2,{"y":null}]},"event":"something_new","extra":true}"#;
         assert!(matches!(parse_line(unknown), Ok(Message::Event { .. })));
+    }
+
+    #[test]
+    fn a_line_nested_too_deep_is_malformed_before_miniserde_reads_it() {
+        let mut deep = br#"{"event":"tab_focused","data":{"junk":"#.to_vec();
+        deep.resize(100_000, b'[');
+        assert!(parse_line(&deep).is_err());
+        // Brackets in a label are text.
+        let label = "[".repeat(1000);
+        let renamed = format!(
+            r#"{{"data":{{"label":"{label}","tab_id":"w1:t1","type":"tab_renamed"}},"event":"tab_renamed"}}"#
+        );
+        let Ok(Message::Event {
+            label: Some(got), ..
+        }) = parse_line(renamed.as_bytes())
+        else {
+            panic!("not read: {renamed}");
+        };
+        assert_eq!(got, label);
     }
 
     #[test]

@@ -128,6 +128,10 @@ impl ser::Map for TrackerEntries<'_> {
 }
 
 pub fn decode(text: &str) -> Result<State, String> {
+    // Deeper, miniserde's parse stack alone would take some 40 bytes a level.
+    if !crate::json_check::nesting_is_shallow(text.as_bytes()) {
+        return Err(not_a_state_file(text));
+    }
     match json::from_str::<StateFile>(text) {
         Ok(file) if file.version == VERSION => Ok(State {
             off: file.off,
@@ -139,14 +143,18 @@ pub fn decode(text: &str) -> Result<State, String> {
             Ok(VersionOnly { version: Some(v) }) if v != VERSION => {
                 Err(format!("unknown format version {v}"))
             }
-            _ => Err(match crate::json_check::locate_error(text) {
-                Some(error) => format!(
-                    "not JSON: line {}, column {}: {}",
-                    error.line, error.column, error.what
-                ),
-                None => "not a cowbell state file (wrong fields or types)".to_string(),
-            }),
+            _ => Err(not_a_state_file(text)),
         },
+    }
+}
+
+fn not_a_state_file(text: &str) -> String {
+    match crate::json_check::locate_error(text) {
+        Some(error) => format!(
+            "not JSON: line {}, column {}: {}",
+            error.line, error.column, error.what
+        ),
+        None => "not a cowbell state file (wrong fields or types)".to_string(),
     }
 }
 
@@ -254,7 +262,7 @@ fn corrupt_name(path: &Path, now_unix_secs: u64) -> PathBuf {
     // Two corrupt files within a second must not overwrite each other.
     let mut candidate = path.with_file_name(format!("{name}.corrupt-{now_unix_secs}"));
     let mut n = 1;
-    while candidate.symlink_metadata().is_ok() && n < 100 {
+    while candidate.symlink_metadata().is_ok() {
         candidate = path.with_file_name(format!("{name}.corrupt-{now_unix_secs}-{n}"));
         n += 1;
     }
@@ -641,6 +649,8 @@ mod tests {
             ),
             ("not utf-8", b"{\"version\":1,\xff}".to_vec()),
             ("huge", vec![b' '; (MAX_STATE_BYTES + 1) as usize]),
+            // Under the cap, but too deep for miniserde to read cheaply.
+            ("nested too deep", vec![b'['; 1 << 20]),
         ];
         for (what, bytes) in cases {
             let temp = TempDir::new("corrupt");
@@ -735,14 +745,16 @@ mod tests {
     fn corrupt_files_moved_aside_in_the_same_second_are_all_kept() {
         let temp = TempDir::new("corrupt-twice");
         let path = temp.0.join("state.json");
-        for text in ["first", "second", "third"] {
-            std::fs::write(&path, text).unwrap();
+        for n in 0..=100 {
+            std::fs::write(&path, format!("corrupt {n}")).unwrap();
             assert!(load(&path, 1234).unwrap().1.is_some());
         }
         let read = |name: &str| std::fs::read_to_string(temp.0.join(name)).unwrap();
-        assert_eq!(read("state.json.corrupt-1234"), "first");
-        assert_eq!(read("state.json.corrupt-1234-1"), "second");
-        assert_eq!(read("state.json.corrupt-1234-2"), "third");
+        assert_eq!(read("state.json.corrupt-1234"), "corrupt 0");
+        assert_eq!(read("state.json.corrupt-1234-1"), "corrupt 1");
+        // The hundred-and-first is kept too, not written over the last.
+        assert_eq!(read("state.json.corrupt-1234-99"), "corrupt 99");
+        assert_eq!(read("state.json.corrupt-1234-100"), "corrupt 100");
     }
 
     #[test]

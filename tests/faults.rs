@@ -353,6 +353,41 @@ fn garbage_lines_on_the_subscription_are_logged_and_skipped() {
     s.still_well(pid);
 }
 
+/// A line under the 4 MiB cap that opens four million arrays: miniserde
+/// would take some 170 MB to skip it. On a small host (here a 64 MiB
+/// address space) that killed the daemon, without a word in its log.
+#[test]
+fn a_line_nested_millions_deep_is_skipped_on_a_small_host() {
+    let mut s = scene();
+    let pid = s.pid();
+    let limit = libc::rlimit {
+        rlim_cur: 64 << 20,
+        rlim_max: 64 << 20,
+    };
+    // SAFETY: prlimit reads `limit` and writes nothing (null old limit).
+    let set = unsafe {
+        libc::prlimit(
+            pid as libc::pid_t,
+            libc::RLIMIT_AS,
+            &limit,
+            std::ptr::null_mut(),
+        )
+    };
+    assert_eq!(set, 0, "prlimit: {}", std::io::Error::last_os_error());
+    s.poke();
+    s.icons_within(CLEAR);
+    let mut line = br#"{"event":"tab_focused","data":{"junk":"#.to_vec();
+    line.resize((4 << 20) - 1024, b'[');
+    line.push(b'\n');
+    std::thread::scope(|scope| {
+        scope.spawn(|| s.cb.herdr.push_raw(&line));
+    });
+    expect_log(&s.cb, "malformed line from herdr", 3 * SECOND);
+    s.poke();
+    s.icons_within(CLEAR);
+    s.still_well(pid);
+}
+
 #[test]
 fn a_ten_mebibyte_event_line_drops_the_connection_and_reconnects() {
     let mut s = scene();
