@@ -6,6 +6,7 @@
 
 mod support;
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -507,6 +508,35 @@ fn an_unwritable_state_directory_is_said_and_starts_no_daemon() {
     );
     assert!(user.daemons().is_empty());
     server.expect_steady(&tab, "api", Duration::from_millis(300));
+}
+
+/// Under a umask of 177 (files 0600), mkdir made the missing parents of
+/// the state directory 0600: no daemon could start, then or later.
+#[test]
+fn a_state_directory_made_under_a_strict_umask_can_be_used() {
+    let mut user = User::new();
+    user.state_dir = user.dir.join("state/herdr/plugins/cowbell");
+    let socket = user.default_socket();
+    let server = user.serve(&socket);
+    let (tab, pane) = server.tab("api");
+    server.herdr.set_status(&pane, "blocked");
+    let mut command = Command::new("sh");
+    command
+        .args(["-c", "umask 177 && exec \"$0\" daemon --replace"])
+        .arg(bin())
+        .current_dir(user.dir.path())
+        .env_clear()
+        .envs(user.env(&socket))
+        .stdin(Stdio::null());
+    let out = command.output().expect("run sh");
+    assert!(out.status.success(), "{}", text(&out));
+    server.expect_label(&tab, "🔴 api", 3 * SECOND);
+    let mut dir = user.state_dir.join("default");
+    while dir != user.dir.path() {
+        let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700, "{}", dir.display());
+        dir.pop();
+    }
 }
 
 /// herdr's own CLI picks a named session from HERDR_SESSION (`herdr
