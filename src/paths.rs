@@ -228,13 +228,19 @@ pub fn server_dir_name(socket: &Path, default_socket: Option<&Path>) -> String {
     hashed(socket)
 }
 
-/// `path` rid of empty and `.` components: the same file for any file
-/// system.
+/// `path` rid of empty and `.` components, and with each `..` taking the
+/// component before it away, as the shell's `cd ..` does: `../run/h.sock`
+/// from `sub` is the `run/h.sock` beside it.
 fn tidy(path: &Path) -> PathBuf {
     let bytes = path.as_os_str().as_bytes();
     let mut tidy = Vec::with_capacity(bytes.len());
     for part in bytes.split(|b| *b == b'/') {
         if part.is_empty() || part == b"." {
+            continue;
+        }
+        if part == b".." {
+            let last = tidy.iter().rposition(|b| *b == b'/').unwrap_or(0);
+            tidy.truncate(last);
             continue;
         }
         if !tidy.is_empty() || bytes.starts_with(b"/") {
@@ -403,6 +409,19 @@ mod tests {
             dir_for(state, "/run/h.sock", &[])
         );
         assert_eq!(tidy(Path::new("/a//./b/")), PathBuf::from("/a/b"));
+        assert_eq!(
+            tidy(Path::new("/a/sub/../run/h")),
+            PathBuf::from("/a/run/h")
+        );
+        assert_eq!(tidy(Path::new("/a/../../h")), PathBuf::from("/h"));
+        assert_eq!(
+            dir_for(state, "../h.sock", &[]),
+            dir_for(
+                state,
+                cwd.parent().unwrap().join("h.sock").to_str().unwrap(),
+                &[]
+            )
+        );
     }
 
     /// The shell's PWD keeps the name of a symlinked working directory,
