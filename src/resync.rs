@@ -736,7 +736,9 @@ fn foreign_base(record: &TabRecord, label: &str, labeler: &Labeler) -> String {
     let wrapped = record
         .written
         .as_deref()
-        .filter(|written| *written != record.base)
+        // Only a label with cowbell's icon in it: a bare "2" written for
+        // an auto-named tab is no wrapping in the user's "docs 2".
+        .filter(|written| labeler.strip(written) != *written)
         .and_then(|written| label.strip_suffix(written))
         .filter(|prefix| prefix.ends_with(char::is_whitespace));
     match wrapped {
@@ -1080,6 +1082,75 @@ mod tests {
 
     /// Spinner frames are not saved: a killed daemon leaves a later frame
     /// than state.json knows, over a number that may be old by now.
+    /// include_auto_named: an idle auto-named tab shown as "2" is renumbered
+    /// "1"; herdr applies it and the daemon is killed before its save. The
+    /// "2" it wrote is no wrapping in the user's later "docs 2".
+    #[test]
+    fn a_name_ending_in_an_old_position_survives_a_crash() {
+        let mut s = settings();
+        s.include_auto_named = true;
+        let now = Instant::now();
+        let mut tabs = vec![
+            tab("w1:t1", 1, "lead", Status::Idle),
+            tab("w1:t2", 2, "2", Status::Blocked),
+        ];
+        let mut tracker = tracking(&mut tabs, &s, now);
+        assert_eq!(tabs[1].label, "🔴 2");
+        tabs[1].status = Status::Idle;
+        let plan = tracker.resync(&tabs, &s, now);
+        apply(&mut tracker, &mut tabs, &plan.renames);
+        assert_eq!(tabs[1].label, "2");
+        let mut next = tracker.clone(); // what state.json holds
+        let mut tabs = vec![Tab {
+            number: 1,
+            ..tabs[1].clone()
+        }];
+        let plan = tracker.resync(&tabs, &s, now + Duration::from_secs(1));
+        assert_eq!(renames(&plan), [("w1:t2", "1")]);
+        apply(&mut tracker, &mut tabs, &plan.renames); // then SIGKILL
+        next.mark_left_by_killed_daemon();
+        next.looked_away = true;
+        let plan = next.resync(&tabs, &s, now + Duration::from_secs(5));
+        assert_eq!(renames(&plan), []);
+        tabs[0].label = "docs 2".into();
+        let later = now + Duration::from_secs(300);
+        let plan = next.resync(&tabs, &s, later);
+        assert_eq!(next.tabs["w1:t2"].base, "docs 2");
+        assert_eq!(renames(&plan), []);
+        assert_eq!(next.restore_plan(&tabs, &s.labeler, false, later), []);
+    }
+
+    /// The same without a crash: herdr refuses the renumbering rename and
+    /// the user names the tab before its retry.
+    #[test]
+    fn a_name_ending_in_an_old_position_survives_a_refused_rename() {
+        let mut s = settings();
+        s.include_auto_named = true;
+        let now = Instant::now();
+        let mut tabs = vec![
+            tab("w1:t1", 1, "lead", Status::Idle),
+            tab("w1:t2", 2, "2", Status::Blocked),
+        ];
+        let mut tracker = tracking(&mut tabs, &s, now);
+        tabs[1].status = Status::Idle;
+        let plan = tracker.resync(&tabs, &s, now);
+        apply(&mut tracker, &mut tabs, &plan.renames);
+        assert_eq!(tabs[1].label, "2");
+        let mut tabs = vec![Tab {
+            number: 1,
+            ..tabs[1].clone()
+        }];
+        let t1 = now + Duration::from_secs(60);
+        let plan = tracker.resync(&tabs, &s, t1);
+        assert_eq!(renames(&plan), [("w1:t2", "1")]);
+        tracker.rename_failed("w1:t2", "1", Some(t1 + Duration::from_secs(1)));
+        tabs[0].label = "docs 2".into();
+        let t2 = t1 + Duration::from_millis(500);
+        tracker.resync(&tabs, &s, t2);
+        assert_eq!(tracker.tabs["w1:t2"].base, "docs 2");
+        assert_eq!(tracker.restore_plan(&tabs, &s.labeler, false, t2), []);
+    }
+
     #[test]
     fn a_spinner_frame_left_by_a_killed_daemon_restores_to_the_position() {
         let mut s = settings();
