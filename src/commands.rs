@@ -180,6 +180,12 @@ pub fn off(paths: &Paths, every_tab: bool) -> Result<u8, Error> {
     let (state, lost) = load_state(paths)?;
     let clock = Clock::now();
     let mut tracker = state::to_tracker(&state, clock, &Timing::REAL);
+    // A killed daemon may have left labels state.json does not know (a
+    // spinner frame, an unsaved renumbering): on an auto-named tab they
+    // give back the current position, not a number that became a name.
+    if state.daemon_running {
+        tracker.mark_left_by_killed_daemon();
+    }
     // With the remembered names lost, taking the icons off every tab is the
     // nearest thing to giving the names back.
     let (n, failure) = restore(paths, &mut tracker, every_tab || lost);

@@ -1632,3 +1632,44 @@ fn sync_against_an_icon_writing_plugin_is_a_fight() {
         show(&entry)
     );
 }
+
+/// Spinner frames are not saved: a daemon killed while a tab spins left a
+/// frame state.json does not know. `off` must give that auto-named tab its
+/// position of now, not the number it had, which would become its name.
+#[test]
+fn off_after_a_kill_while_spinning_writes_the_current_position() {
+    let cb = Cowbell::new();
+    cb.write_config(r#"{"include_auto_named": true, "spinner": true, "spinner_interval_ms": 250}"#);
+    let (t1, _p1) = cb.tab(None);
+    let (t2, p2) = cb.tab(None);
+    cb.herdr.set_status(&p2, "working");
+    cb.startup();
+    let pid = cb.wait_for_daemon(2 * SECOND);
+    wait_spinning(&cb, &t2);
+    // A few frames on: state.json holds only the first one.
+    thread::sleep(6 * FRAME);
+    let shown = cb.herdr.label(&t2);
+    assert!(spinner_frame(&shown).is_some(), "{shown:?}");
+    cowbell::signal(pid, libc::SIGKILL);
+    assert!(cowbell::wait_dead(pid, 2 * SECOND));
+    let shown = cb.herdr.label(&t2);
+    assert!(
+        !cb.state_json()
+            .contains(&format!("\"written\":\"{shown}\"")),
+        "the frame was saved after all: {}",
+        cb.state_json()
+    );
+    // Moved while no daemon runs; `off` restores from state.json.
+    cb.herdr.move_tab(&t2, 1);
+    let outcome = cb.run(&["off"]);
+    assert!(outcome.status.success(), "off failed: {}", outcome.stderr);
+    assert_eq!(cb.herdr.label(&t1), "2", "{}", outcome.stdout);
+    assert_eq!(
+        cb.herdr.label(&t2),
+        "1",
+        "{}\nstate: {}\nlog:\n{}",
+        outcome.stdout,
+        cb.state_json(),
+        cb.log()
+    );
+}
