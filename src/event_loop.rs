@@ -326,6 +326,8 @@ pub struct EventLoop {
     lazy_deadline: Option<Instant>,
     reconnect_deadline: Option<Instant>,
     backoff: Duration,
+    /// When a failed try to reach herdr ends the daemon. No timer of its
+    /// own: the last reconnect falls on it (see `connect_failed`).
     idle_exit_deadline: Option<Instant>,
     heartbeat_deadline: Option<Instant>,
     spinner_deadline: Option<Instant>,
@@ -564,7 +566,6 @@ impl EventLoop {
             self.debounce_deadline,
             self.lazy_deadline,
             self.reconnect_deadline,
-            self.idle_exit_deadline,
             self.heartbeat_deadline,
             self.spinner_deadline,
             self.cooldown_deadline,
@@ -632,30 +633,6 @@ impl EventLoop {
         {
             self.log
                 .line("stop: names not all restored in time; state kept for remove-icons");
-            self.exit_code = Some(0);
-            return true;
-        }
-        if self
-            .idle_exit_deadline
-            .is_some_and(|deadline| now >= deadline)
-        {
-            let seconds = self.durations.idle_exit.as_secs();
-            self.log.line(&match &self.refusal {
-                // Most likely a herdr without one of the event types.
-                Some(refusal) => format!(
-                    "{refusal}, still after {seconds} s: exiting (is this herdr older than \
-                     cowbell needs? the subscription lists {})",
-                    herdr::LIFECYCLE_EVENTS
-                        .iter()
-                        .map(|(kind, _)| *kind)
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-                None => format!(
-                    "no herdr server for {seconds} s: exiting (the next server start brings \
-                     cowbell back)"
-                ),
-            });
             self.exit_code = Some(0);
             return true;
         }
@@ -851,16 +828,47 @@ impl EventLoop {
         }
     }
 
+    /// Tries again after the backoff; exits once a try at or after the
+    /// idle time has failed. The last try falls on the idle time itself:
+    /// with the backoff at 30 s, a server back at 105 s would otherwise
+    /// go unseen by a daemon that exits at 120 s saying there was none.
     fn connect_failed(&mut self, why: &str, now: Instant) {
+        let idle_exit = *self
+            .idle_exit_deadline
+            .get_or_insert(now + self.durations.idle_exit);
+        if now >= idle_exit {
+            self.log_idle_exit(why);
+            self.exit_code = Some(0);
+            return;
+        }
+        let wait = self.backoff.min(idle_exit - now);
         self.log.line_fmt(format_args!(
             "{why}; retrying in {} ms",
             // u64, not as_millis()'s u128: its formatting costs binary size.
-            self.backoff.as_millis() as u64
+            wait.as_millis() as u64
         ));
-        self.reconnect_deadline = Some(now + self.backoff);
+        self.reconnect_deadline = Some(now + wait);
         self.backoff = (self.backoff * 2).min(self.durations.backoff_max);
-        self.idle_exit_deadline
-            .get_or_insert(now + self.durations.idle_exit);
+    }
+
+    fn log_idle_exit(&mut self, why: &str) {
+        let seconds = self.durations.idle_exit.as_secs();
+        self.log.line(&match &self.refusal {
+            // Most likely a herdr without one of the event types.
+            Some(refusal) => format!(
+                "{refusal}, still after {seconds} s: exiting (is this herdr older than \
+                 cowbell needs? the subscription lists {})",
+                herdr::LIFECYCLE_EVENTS
+                    .iter()
+                    .map(|(kind, _)| *kind)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            None => format!(
+                "{why}; no herdr server for {seconds} s: exiting (the next server start \
+                 brings cowbell back)"
+            ),
+        });
     }
 
     /// The server went away: drop every connection and start reconnecting.

@@ -2149,3 +2149,29 @@ fn a_partly_finished_restore_says_what_is_back_and_what_is_kept() {
         hook.stderr
     );
 }
+
+/// A server back before the idle time is up, but after the daemon's last
+/// reconnect attempt, is still a server: the daemon must not exit at the
+/// idle time saying there was none.
+#[test]
+fn a_server_back_late_in_the_last_backoff_is_found_before_the_idle_exit() {
+    // Scale 60: the idle exit comes 2 s after the server went away; the
+    // backoff (8 ms doubling up to 500 ms) tries at about 1.03 s, 1.53 s
+    // and then 2.03 s.
+    let mut cb = Cowbell::with(Options::default(), 60.0);
+    let (tab, pane) = cb.tab(Some("api"));
+    cb.startup();
+    let pid = cb.wait_for_daemon(2 * SECOND);
+    cb.expect_steady(&tab, "api", Duration::from_millis(300));
+    cb.herdr.stop();
+    // Back 1.75 s later (105 s at full scale), no startup hook run.
+    std::thread::sleep(Duration::from_millis(1750));
+    cb.herdr.start_again(true);
+    assert!(
+        !cowbell::wait_dead(pid, Duration::from_millis(1500)),
+        "exited with a server there:\n{}",
+        cb.log()
+    );
+    cb.herdr.set_status(&pane, "blocked");
+    cb.expect_label(&tab, "🔴 api", SECOND);
+}
