@@ -367,11 +367,18 @@ pub fn start(paths: &Paths, replace: bool, foreground: bool) -> io::Result<Start
     };
     let lock = match try_lock_patiently(paths)? {
         Holder::Free(lock) => lock,
-        Holder::Held(pid) if !replace => return Ok(Started::AlreadyRunning(pid)),
-        Holder::Held(_) => match take_over(paths)? {
+        Holder::Held(_) if replace => match take_over(paths)? {
             Ok(lock) => lock,
             Err(newer) => return Ok(Started::AlreadyRunning(newer)),
         },
+        // Held with no pid for longer than a start takes: a short command
+        // (a `sync` against a slow herdr holds it for seconds) or a daemon
+        // on its way out. No daemon runs, and one must once it lets go.
+        Holder::Held(None) => match try_lock_after_commands(paths, STOP_WAIT)? {
+            Holder::Free(lock) => lock,
+            Holder::Held(pid) => return Ok(Started::AlreadyRunning(pid)),
+        },
+        Holder::Held(pid) => return Ok(Started::AlreadyRunning(pid)),
     };
     drop(reserve);
     // Read here, under the lock and before the fork, not by the detached

@@ -4229,3 +4229,45 @@ fn a_replayed_buffer_brings_few_lists() {
     let lists = requests(&cb, "tab.list") - before;
     assert!(lists <= 25, "{lists} tab.list in 10 s of replay");
 }
+
+/// `cowbell daemon` or the watchdog beside a `sync` that holds the
+/// pidfile's lock for longer than half a second (a slow herdr): no daemon
+/// runs, so neither may take the sync for one; a daemon must run once the
+/// sync has let go.
+fn a_start_beside_a_slow_sync_starts_the_daemon(command: &str) {
+    let cb = Cowbell::new();
+    let (tab, pane) = cb.tab(Some("api"));
+    cb.herdr.set_status(&pane, "blocked");
+    cb.herdr.set_response_delay(Duration::from_millis(1500));
+    let env = cb.env("action");
+    let root = cb.plugin_root.clone();
+    let sync = std::thread::spawn(move || hooks::run_hook(&root, &[cowbell::bin(), "sync"], &env));
+    // The sync holds the lock (its tab.list takes 1.5 s) when the start looks.
+    std::thread::sleep(Duration::from_millis(300));
+    let start = cb.run(&[command]);
+    let _ = sync.join().unwrap();
+    cb.herdr.set_response_delay(Duration::ZERO);
+    assert!(start.status.success(), "{}", start.stderr);
+    let deadline = Instant::now() + 2 * SECOND;
+    while cb.daemons().is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(
+        cb.daemons().len(),
+        1,
+        "{command}: no daemon; it said: {:?}\nlog:\n{}",
+        start.stderr,
+        cb.log()
+    );
+    cb.expect_label(&tab, "🔴 api", 2 * SECOND);
+}
+
+#[test]
+fn a_daemon_start_beside_a_slow_sync_starts_the_daemon() {
+    a_start_beside_a_slow_sync_starts_the_daemon("daemon");
+}
+
+#[test]
+fn the_watchdog_beside_a_slow_sync_starts_the_daemon() {
+    a_start_beside_a_slow_sync_starts_the_daemon("watchdog");
+}
