@@ -35,7 +35,8 @@ Commands:
 
 Exit codes:
   0  success (also: a daemon already runs, or cowbell is off)
-  1  failure: a file could not be read or written, or the configuration has errors
+  1  failure: a file could not be read or written, `on` could not keep a daemon
+     up, or (config check) the configuration has errors
   2  usage error
   3  the herdr server could not be reached or refused a request
 
@@ -62,8 +63,7 @@ Starts the daemon if none runs for this server and cowbell is not off;
 otherwise does nothing. Silent on success.
 ";
 
-const HELP_ON: &str =
-    "Usage: cowbell on\n\nClears the off flag and starts (or replaces) the daemon.\n";
+const HELP_ON: &str = "Usage: cowbell on\n\nClears the off flag and starts (or replaces) the daemon; exits 1 if the\ndaemon did not stay up.\n";
 const HELP_OFF: &str = "\
 Usage: cowbell off
 
@@ -94,7 +94,8 @@ const HELP_PRESETS: &str =
 const HELP_CONFIG: &str = "\
 Usage: cowbell config check
 
-Prints the effective configuration as JSON (exit 0), or its problems (exit 1).
+Prints the effective configuration as JSON, with any warnings on stderr
+(exit 0), or its errors (exit 1).
 ";
 
 /// A parse that failed: the message for stderr.
