@@ -44,29 +44,9 @@ pub fn ensure_private_dir(dir: &Path) -> io::Result<()> {
         Err(error) if error.kind() == io::ErrorKind::NotFound => {}
         Err(error) => return Err(error),
     }
-    make_dirs(dir)
-}
-
-/// Makes `dir` and its missing parents 0700, whatever the umask. mkdir
-/// applies it: under a umask of 177 (files 0600) a parent came out 0600,
-/// and nothing could be made or opened below it, then or ever after.
-fn make_dirs(dir: &Path) -> io::Result<()> {
-    let made = match DirBuilder::new().mode(0o700).create(dir) {
-        Err(error) if error.kind() == io::ErrorKind::NotFound => {
-            match dir.parent() {
-                Some(parent) => make_dirs(parent)?,
-                None => return Err(error),
-            }
-            DirBuilder::new().mode(0o700).create(dir)
-        }
-        made => made,
-    };
-    match made {
-        Ok(()) => fs::set_permissions(dir, fs::Permissions::from_mode(0o700)),
-        // Made meanwhile by another cowbell, or a parent that exists.
-        Err(error) if error.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
-        Err(error) => Err(error),
-    }
+    // (0700 under the umask `sys::private_umask` sets; set it anyway.)
+    DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+    fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
 }
 
 /// Opens a private file for appending or locking, creating it 0600 (and

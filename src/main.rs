@@ -64,6 +64,7 @@ use paths::Paths;
 
 fn main() -> ExitCode {
     signals::ignore_file_size_limit();
+    sys::private_umask();
     let command = match cli::parse_from_env() {
         Ok(command) => command,
         Err(error) => {

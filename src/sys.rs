@@ -243,6 +243,17 @@ pub fn poll(entries: &mut [libc::pollfd], timeout_ms: libc::c_int) -> io::Result
     }
 }
 
+/// Everything cowbell makes is private (directories 0700, files 0600), so
+/// the umask it inherits gets no say: 177, which keeps files 0600, would
+/// make directories without their search bit (and the parents a command
+/// made, before it set them 0700, would stop another command at once).
+pub fn private_umask() {
+    // SAFETY: umask takes a plain mode and cannot fail.
+    unsafe {
+        libc::umask(0o077);
+    }
+}
+
 /// A name inside a directory, for the `*at` calls.
 fn c_name(name: &str) -> io::Result<std::ffi::CString> {
     std::ffi::CString::new(name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))
