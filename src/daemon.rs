@@ -373,11 +373,16 @@ pub fn start(paths: &Paths, replace: bool, foreground: bool) -> io::Result<Start
         },
         // Held with no pid for longer than a start takes: a short command
         // (a `sync` against a slow herdr holds it for seconds) or a daemon
-        // on its way out. No daemon runs, and one must once it lets go.
-        Holder::Held(None) => match try_lock_after_commands(paths, STOP_WAIT)? {
-            Holder::Free(lock) => lock,
-            Holder::Held(pid) => return Ok(Started::AlreadyRunning(pid)),
-        },
+        // on its way out. No daemon runs, and one must once it lets go;
+        // unless cowbell is off, when the holder is giving names back and
+        // there is nothing to start (a watchdog must not wait in one of
+        // herdr's 32 command slots for it).
+        Holder::Held(None) if !state::peek_off(&paths.state_file()).unwrap_or(false) => {
+            match try_lock_after_commands(paths, STOP_WAIT)? {
+                Holder::Free(lock) => lock,
+                Holder::Held(pid) => return Ok(Started::AlreadyRunning(pid)),
+            }
+        }
         Holder::Held(pid) => return Ok(Started::AlreadyRunning(pid)),
     };
     drop(reserve);

@@ -2175,3 +2175,50 @@ fn a_server_back_late_in_the_last_backoff_is_found_before_the_idle_exit() {
     cb.herdr.set_status(&pane, "blocked");
     cb.expect_label(&tab, "🔴 api", SECOND);
 }
+
+/// While cowbell is off, a command giving names back (here a slow
+/// `remove-icons`) holds the lock with no pid: watchdogs, one per agent
+/// detected, have nothing to start and must not wait for it in herdr's
+/// 32 command slots.
+#[test]
+fn watchdogs_beside_a_slow_command_while_off_finish_quickly() {
+    let cb = Cowbell::new();
+    let (tab, pane) = cb.tab(Some("api"));
+    cb.herdr.set_status(&pane, "blocked");
+    cb.startup();
+    cb.wait_for_daemon(2 * SECOND);
+    cb.expect_label(&tab, "🔴 api", 2 * SECOND);
+    let off = cb.run(&["off"]);
+    assert!(off.status.success(), "{}", off.stderr);
+    assert!(cb.wait_for_no_daemon(2 * SECOND));
+    cb.herdr.set_response_delay(Duration::from_millis(1900));
+    let env = cb.env("action");
+    let root = cb.plugin_root.clone();
+    let slow =
+        std::thread::spawn(move || hooks::run_hook(&root, &[cowbell::bin(), "remove-icons"], &env));
+    std::thread::sleep(Duration::from_millis(300));
+    let watchdogs: Vec<_> = (0..20)
+        .map(|_| {
+            let env = cb.env("pane.agent_detected");
+            let root = cb.plugin_root.clone();
+            std::thread::spawn(move || {
+                let began = Instant::now();
+                let out = hooks::run_hook(&root, &[cowbell::bin(), "watchdog"], &env);
+                (began.elapsed(), out.status.success())
+            })
+        })
+        .collect();
+    let times: Vec<(Duration, bool)> = watchdogs.into_iter().map(|w| w.join().unwrap()).collect();
+    let _ = slow.join().unwrap();
+    cb.herdr.set_response_delay(Duration::ZERO);
+    assert!(
+        cb.daemons().is_empty(),
+        "a daemon runs although cowbell is off"
+    );
+    assert!(times.iter().all(|(_, ok)| *ok), "{times:?}");
+    let slowest = times.iter().map(|(t, _)| *t).max().unwrap();
+    assert!(
+        slowest < Duration::from_millis(1000),
+        "watchdogs in flight up to {slowest:?}: {times:?}"
+    );
+}
