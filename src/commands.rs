@@ -84,7 +84,7 @@ fn give_back(paths: &Paths, lock: Lock, (state, warning): (State, Option<String>
         crate::log::Log::open(paths.log_file()).line_fmt(format_args!("state: {warning}"));
     }
     let clock = Clock::now();
-    let mut tracker = state::to_tracker(&state, clock, &Timing::REAL);
+    let mut tracker = tracker_of(&state, clock, &Timing::REAL);
     let (n, failure) = restore(paths, &mut tracker, false);
     let mut given = format!("{} given back", tab_names(n));
     // Their own "cowbell: " goes: this is one line.
@@ -121,7 +121,7 @@ fn clear_off(paths: &Paths, lock: &Lock) -> Result<(), Error> {
     let (state, _) = load_state(paths)?;
     if state.off {
         let clock = Clock::now();
-        let tracker = state::to_tracker(&state, clock, &Timing::REAL);
+        let tracker = tracker_of(&state, clock, &Timing::REAL);
         write_state(paths, lock, &tracker, false, clock)?;
     }
     Ok(())
@@ -185,13 +185,7 @@ pub fn off(paths: &Paths, every_tab: bool) -> Result<u8, Error> {
     let daemon::Stopped { lock, daemon_ran } = stop_daemon(paths)?;
     let (state, lost) = load_state(paths)?;
     let clock = Clock::now();
-    let mut tracker = state::to_tracker(&state, clock, &Timing::REAL);
-    // A killed daemon may have left labels state.json does not know (a
-    // spinner frame, an unsaved renumbering): on an auto-named tab they
-    // give back the current position, not a number that became a name.
-    if state.daemon_running {
-        tracker.mark_left_by_killed_daemon();
-    }
+    let mut tracker = tracker_of(&state, clock, &Timing::REAL);
     // With the remembered names lost, taking the icons off every tab is the
     // nearest thing to giving the names back.
     let (n, failure) = restore(paths, &mut tracker, every_tab || lost);
@@ -247,7 +241,7 @@ fn finish_restore(paths: &Paths, lock: Lock) -> Result<u8, Error> {
         return Ok(0);
     }
     let clock = Clock::now();
-    let mut tracker = state::to_tracker(&state, clock, &Timing::REAL);
+    let mut tracker = tracker_of(&state, clock, &Timing::REAL);
     let (n, failure) = restore(paths, &mut tracker, false);
     write_state(paths, &lock, &tracker, state.off, clock)?;
     drop(lock);
@@ -381,15 +375,7 @@ pub fn sync(paths: &Paths) -> Result<u8, Error> {
     };
     let settings = Settings::from_config(&config, Timing::REAL, 1);
     let clock = Clock::now();
-    let mut tracker = state::to_tracker(&state, clock, &settings.timing);
-    // A daemon killed after herdr applied its rename but before its save
-    // left labels state.json does not know: know them for cowbell's, as a
-    // daemon starting after it does. (Not every time: run again and again,
-    // sync would then never see a plugin that writes its own status icon
-    // over cowbell's as a fight.)
-    if state.daemon_running {
-        tracker.mark_left_by_killed_daemon();
-    }
+    let mut tracker = tracker_of(&state, clock, &settings.timing);
     let tabs = list_tabs(paths)?;
     let plan = tracker.resync(&tabs, &settings, clock.mono);
     // Every label is saved as pending before it goes out: killed in
@@ -539,6 +525,21 @@ fn at_pidfile(paths: &Paths, doing: &str) -> impl FnOnce(std::io::Error) -> Erro
 }
 
 /// Writes state.json beside the pidfile `lock` holds (see `Lock::dir`).
+/// state.json's tabs for a command to work on. A daemon killed after
+/// herdr applied its rename but before its save left labels state.json
+/// does not know (a spinner frame, a renumbering): they are known for
+/// cowbell's, as a daemon starting after it knows them, and an auto-named
+/// tab gets its current position back, not a number that became a name.
+/// (Not every time: run again and again, `sync` would then never see a
+/// plugin that writes its own status icon over cowbell's as a fight.)
+fn tracker_of(state: &State, clock: Clock, timing: &Timing) -> Tracker {
+    let mut tracker = state::to_tracker(state, clock, timing);
+    if state.daemon_running {
+        tracker.mark_left_by_killed_daemon();
+    }
+    tracker
+}
+
 fn write_state(
     paths: &Paths,
     lock: &Lock,
@@ -555,7 +556,10 @@ fn write_state(
     // cost a sync and a rename each. The lock is held since the state was
     // read, so the file holds what the last writer wrote.
     let mut on_disk = state::fingerprint_on_disk(&paths.state_file());
-    dir.and_then(|dir| state::save_tracker(&dir, tracker, off, false, clock, &mut on_disk))
+    // A killed daemon's record stays until its tabs are looked at: an
+    // `off` that could not reach herdr leaves it for the next restore.
+    let crashed = tracker.crash_unexamined();
+    dir.and_then(|dir| state::save_tracker(&dir, tracker, off, crashed, clock, &mut on_disk))
         .map(|_| ())
         .map_err(Error::io(format!(
             "writing {}",

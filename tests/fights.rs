@@ -1673,3 +1673,43 @@ fn off_after_a_kill_while_spinning_writes_the_current_position() {
         cb.log()
     );
 }
+
+/// The same, with herdr down when `off` runs: the names stay in
+/// state.json, and so must the record of the killed daemon, for the
+/// startup hook's restore once herdr is back.
+#[test]
+fn off_while_herdr_is_down_after_a_kill_then_startup_writes_the_current_position() {
+    let mut cb = Cowbell::new();
+    cb.write_config(r#"{"include_auto_named": true, "spinner": true, "spinner_interval_ms": 250}"#);
+    let (t1, _p1) = cb.tab(None);
+    let (t2, p2) = cb.tab(None);
+    cb.herdr.set_status(&p2, "working");
+    cb.startup();
+    let pid = cb.wait_for_daemon(2 * SECOND);
+    wait_spinning(&cb, &t2);
+    thread::sleep(6 * FRAME);
+    cowbell::signal(pid, libc::SIGKILL);
+    assert!(cowbell::wait_dead(pid, 2 * SECOND));
+    let shown = cb.herdr.label(&t2);
+    assert!(spinner_frame(&shown).is_some(), "{shown:?}");
+    assert!(
+        !cb.state_json()
+            .contains(&format!("\"written\":\"{shown}\"")),
+        "the frame was saved after all"
+    );
+    cb.herdr.move_tab(&t2, 1);
+    cb.herdr.stop();
+    let outcome = cb.run(&["off"]);
+    assert!(!outcome.status.success(), "off reached a stopped herdr?");
+    let after_off = cb.state_json();
+    cb.herdr.start_again(true);
+    let hook = cb.startup();
+    assert_eq!(cb.herdr.label(&t1), "2", "{}", hook.stderr);
+    assert_eq!(
+        cb.herdr.label(&t2),
+        "1",
+        "startup said: {}{}\nstate after off: {after_off}",
+        hook.stdout,
+        hook.stderr
+    );
+}
