@@ -179,7 +179,7 @@ fn server_dir(
                 socket.display()
             )
         })?;
-        server_dir_name(&tidy(&cwd.join(socket)), default_socket)
+        server_dir_name(&reached(tidy(&cwd.join(socket))), default_socket)
     } else {
         server_dir_name(socket, default_socket)
     };
@@ -228,19 +228,13 @@ pub fn server_dir_name(socket: &Path, default_socket: Option<&Path>) -> String {
     hashed(socket)
 }
 
-/// `path` rid of empty and `.` components, and with each `..` taking the
-/// component before it away, as the shell's `cd ..` does: `../run/h.sock`
-/// from `sub` is the `run/h.sock` beside it.
+/// `path` rid of empty and `.` components: the same file for any file
+/// system.
 fn tidy(path: &Path) -> PathBuf {
     let bytes = path.as_os_str().as_bytes();
     let mut tidy = Vec::with_capacity(bytes.len());
     for part in bytes.split(|b| *b == b'/') {
         if part.is_empty() || part == b"." {
-            continue;
-        }
-        if part == b".." {
-            let last = tidy.iter().rposition(|b| *b == b'/').unwrap_or(0);
-            tidy.truncate(last);
             continue;
         }
         if !tidy.is_empty() || bytes.starts_with(b"/") {
@@ -249,6 +243,23 @@ fn tidy(path: &Path) -> PathBuf {
         tidy.extend_from_slice(part);
     }
     PathBuf::from(OsString::from_vec(tidy))
+}
+
+/// Where a `..` in a socket path leads, as the system takes it: after a
+/// symlinked directory (`$PWD` keeps the link's name) that is not where
+/// the spelling goes back to, and reading it off the text would name
+/// another server's directory. When the system cannot say (the directory
+/// is gone), the path as spelled: a name of its own.
+fn reached(path: PathBuf) -> PathBuf {
+    let climbs = path
+        .components()
+        .any(|part| part == std::path::Component::ParentDir);
+    match (path.parent(), path.file_name()) {
+        (Some(dir), Some(name)) if climbs => {
+            std::fs::canonicalize(dir).map_or_else(|_| path.clone(), |dir| dir.join(name))
+        }
+        _ => path,
+    }
 }
 
 fn hashed(socket: &Path) -> String {
@@ -410,11 +421,6 @@ mod tests {
         );
         assert_eq!(tidy(Path::new("/a//./b/")), PathBuf::from("/a/b"));
         assert_eq!(
-            tidy(Path::new("/a/sub/../run/h")),
-            PathBuf::from("/a/run/h")
-        );
-        assert_eq!(tidy(Path::new("/a/../../h")), PathBuf::from("/h"));
-        assert_eq!(
             dir_for(state, "../h.sock", &[]),
             dir_for(
                 state,
@@ -422,6 +428,28 @@ mod tests {
                 &[]
             )
         );
+    }
+
+    /// `..` after a symlinked working directory leads where the system
+    /// takes it, not back up the spelling, where another server may be.
+    #[test]
+    fn dot_dot_after_a_symlinked_pwd_names_the_socket_the_kernel_reaches() {
+        let temp = TempDir::new("pwd-dotdot");
+        std::fs::create_dir(temp.0.join("a")).unwrap();
+        let cwd = std::env::current_dir().unwrap();
+        let link = temp.0.join("a/link");
+        std::os::unix::fs::symlink(&cwd, &link).unwrap();
+        let state = temp.0.join("state");
+        let pwd = [("PWD", link.to_str().unwrap())];
+        let reached = cwd.parent().unwrap().join("h.sock");
+        let other = temp.0.join("a/h.sock");
+        let relative = dir_for(&state, "../h.sock", &pwd);
+        assert_ne!(
+            relative,
+            dir_for(&state, other.to_str().unwrap(), &[]),
+            "shares the directory (pidfile, state.json) of another server"
+        );
+        assert_eq!(relative, dir_for(&state, reached.to_str().unwrap(), &[]));
     }
 
     /// The shell's PWD keeps the name of a symlinked working directory,
