@@ -543,10 +543,12 @@ fn the_daemon_exits_120_seconds_after_the_server_goes_away() {
     cb.startup();
     let pid = cb.wait_for_daemon(2 * SECOND);
     cb.herdr.stop();
-    std::thread::sleep(Duration::from_millis(1500));
+    // Alive at 105 s, gone by 159 s (the slack is for a loaded machine;
+    // the message's "2 s" alone would pass anything from 120 to 179 s).
+    std::thread::sleep(Duration::from_millis(1750));
     assert!(cowbell::alive(pid), "exited too early:\n{}", cb.log());
     assert!(
-        cowbell::wait_dead(pid, 3 * SECOND),
+        cowbell::wait_dead(pid, Duration::from_millis(900)),
         "still running:\n{}",
         cb.log()
     );
@@ -1212,8 +1214,9 @@ fn the_heartbeat_checks_the_plugin_every_sixty_seconds() {
         .collect();
     assert!(times.len() >= 4, "{} plugin checks in 5.5 s", times.len());
     let mean = (times[times.len() - 1] - times[0]) / (times.len() as u32 - 1);
+    // Each gap is the period and the loop's wake-up latency: 54 to 69 s.
     assert!(
-        mean >= Duration::from_millis(900) && mean <= Duration::from_millis(1300),
+        mean >= Duration::from_millis(900) && mean <= Duration::from_millis(1150),
         "plugin checks {mean:?} apart on average, not 1 s (60 s scaled)"
     );
 }
