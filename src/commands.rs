@@ -24,15 +24,16 @@ use crate::text::{quote, shown};
 
 pub fn daemon(paths: &Paths, replace: bool, foreground: bool) -> Result<u8, Error> {
     match start_daemon(paths, replace, foreground)? {
-        Started::AlreadyRunning(Some(pid)) => {
-            complain!("cowbell: a daemon already runs for this server (pid {pid})");
-            Ok(0)
-        }
-        Started::AlreadyRunning(None) => {
-            complain!(
-                "cowbell: nothing started: this server's pidfile is held, by a daemon on \
-                 another host or a cowbell command still at work"
-            );
+        Started::AlreadyRunning(pid) => {
+            match pid {
+                Some(pid) => {
+                    complain!("cowbell: a daemon already runs for this server (pid {pid})")
+                }
+                None => complain!(
+                    "cowbell: nothing started: the pidfile is held (by a daemon on another \
+                     host, or a cowbell command at work)"
+                ),
+            }
             Ok(0)
         }
         Started::Off(lock) => {

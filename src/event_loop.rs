@@ -837,7 +837,7 @@ impl EventLoop {
             .idle_exit_deadline
             .get_or_insert(now + self.durations.idle_exit);
         if now >= idle_exit {
-            self.log_idle_exit(why);
+            self.log_idle_exit();
             self.exit_code = Some(0);
             return;
         }
@@ -851,22 +851,25 @@ impl EventLoop {
         self.backoff = (self.backoff * 2).min(self.durations.backoff_max);
     }
 
-    fn log_idle_exit(&mut self, why: &str) {
+    fn log_idle_exit(&mut self) {
         let seconds = self.durations.idle_exit.as_secs();
         self.log.line(&match &self.refusal {
             // Most likely a herdr without one of the event types.
-            Some(refusal) => format!(
-                "{refusal}, still after {seconds} s: exiting (is this herdr older than \
-                 cowbell needs? the subscription lists {})",
-                herdr::LIFECYCLE_EVENTS
-                    .iter()
-                    .map(|(kind, _)| *kind)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
+            Some(refusal) => {
+                let mut line = format!(
+                    "{refusal}, still after {seconds} s: exiting (is this herdr older than \
+                     cowbell needs? the subscription lists"
+                );
+                for (kind, _) in herdr::LIFECYCLE_EVENTS {
+                    line.push(' ');
+                    line.push_str(kind);
+                }
+                line.push(')');
+                line
+            }
             None => format!(
-                "{why}; no herdr server for {seconds} s: exiting (the next server start \
-                 brings cowbell back)"
+                "no herdr server for {seconds} s: exiting (the next server start brings \
+                 cowbell back)"
             ),
         });
     }
