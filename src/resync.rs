@@ -1080,16 +1080,12 @@ mod tests {
         );
     }
 
-    /// Spinner frames are not saved: a killed daemon leaves a later frame
-    /// than state.json knows, over a number that may be old by now.
-    /// include_auto_named: an idle auto-named tab shown as "2" is renumbered
-    /// "1"; herdr applies it and the daemon is killed before its save. The
-    /// "2" it wrote is no wrapping in the user's later "docs 2".
-    #[test]
-    fn a_name_ending_in_an_old_position_survives_a_crash() {
+    /// include_auto_named: an auto-named tab shown as "2", idle (cowbell
+    /// wrote the bare number), then moved to the front: the settings, the
+    /// tracker before the move, and the tab as herdr now lists it.
+    fn an_idle_auto_named_tab_moved_to_the_front(now: Instant) -> (Settings, Tracker, Vec<Tab>) {
         let mut s = settings();
         s.include_auto_named = true;
-        let now = Instant::now();
         let mut tabs = vec![
             tab("w1:t1", 1, "lead", Status::Idle),
             tab("w1:t2", 2, "2", Status::Blocked),
@@ -1100,11 +1096,20 @@ mod tests {
         let plan = tracker.resync(&tabs, &s, now);
         apply(&mut tracker, &mut tabs, &plan.renames);
         assert_eq!(tabs[1].label, "2");
-        let mut next = tracker.clone(); // what state.json holds
-        let mut tabs = vec![Tab {
+        let moved = vec![Tab {
             number: 1,
             ..tabs[1].clone()
         }];
+        (s, tracker, moved)
+    }
+
+    /// herdr applies the renumbering and the daemon is killed before its
+    /// save. The "2" it wrote is no wrapping in the user's later "docs 2".
+    #[test]
+    fn a_name_ending_in_an_old_position_survives_a_crash() {
+        let now = Instant::now();
+        let (s, mut tracker, mut tabs) = an_idle_auto_named_tab_moved_to_the_front(now);
+        let mut next = tracker.clone(); // what state.json holds
         let plan = tracker.resync(&tabs, &s, now + Duration::from_secs(1));
         assert_eq!(renames(&plan), [("w1:t2", "1")]);
         apply(&mut tracker, &mut tabs, &plan.renames); // then SIGKILL
@@ -1124,22 +1129,8 @@ mod tests {
     /// the user names the tab before its retry.
     #[test]
     fn a_name_ending_in_an_old_position_survives_a_refused_rename() {
-        let mut s = settings();
-        s.include_auto_named = true;
         let now = Instant::now();
-        let mut tabs = vec![
-            tab("w1:t1", 1, "lead", Status::Idle),
-            tab("w1:t2", 2, "2", Status::Blocked),
-        ];
-        let mut tracker = tracking(&mut tabs, &s, now);
-        tabs[1].status = Status::Idle;
-        let plan = tracker.resync(&tabs, &s, now);
-        apply(&mut tracker, &mut tabs, &plan.renames);
-        assert_eq!(tabs[1].label, "2");
-        let mut tabs = vec![Tab {
-            number: 1,
-            ..tabs[1].clone()
-        }];
+        let (s, mut tracker, mut tabs) = an_idle_auto_named_tab_moved_to_the_front(now);
         let t1 = now + Duration::from_secs(60);
         let plan = tracker.resync(&tabs, &s, t1);
         assert_eq!(renames(&plan), [("w1:t2", "1")]);
@@ -1151,6 +1142,8 @@ mod tests {
         assert_eq!(tracker.restore_plan(&tabs, &s.labeler, false, t2), []);
     }
 
+    /// Spinner frames are not saved: a killed daemon leaves a later frame
+    /// than state.json knows, over a number that may be old by now.
     #[test]
     fn a_spinner_frame_left_by_a_killed_daemon_restores_to_the_position() {
         let mut s = settings();

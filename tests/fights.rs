@@ -1634,33 +1634,39 @@ fn sync_against_an_icon_writing_plugin_is_a_fight() {
 }
 
 /// Spinner frames are not saved: a daemon killed while a tab spins left a
-/// frame state.json does not know. `off` must give that auto-named tab its
-/// position of now, not the number it had, which would become its name.
-#[test]
-fn off_after_a_kill_while_spinning_writes_the_current_position() {
-    let cb = Cowbell::new();
+/// frame state.json does not know. With `include_auto_named`, two unnamed
+/// tabs, the second spinning when its daemon is SIGKILLed and then moved
+/// to the front: (the tab now at 2, the one now at 1).
+fn killed_while_spinning_then_moved(cb: &Cowbell) -> (String, String) {
     cb.write_config(r#"{"include_auto_named": true, "spinner": true, "spinner_interval_ms": 250}"#);
     let (t1, _p1) = cb.tab(None);
     let (t2, p2) = cb.tab(None);
     cb.herdr.set_status(&p2, "working");
     cb.startup();
     let pid = cb.wait_for_daemon(2 * SECOND);
-    wait_spinning(&cb, &t2);
+    wait_spinning(cb, &t2);
     // A few frames on: state.json holds only the first one.
     thread::sleep(6 * FRAME);
-    let shown = cb.herdr.label(&t2);
-    assert!(spinner_frame(&shown).is_some(), "{shown:?}");
     cowbell::signal(pid, libc::SIGKILL);
     assert!(cowbell::wait_dead(pid, 2 * SECOND));
     let shown = cb.herdr.label(&t2);
+    assert!(spinner_frame(&shown).is_some(), "{shown:?}");
     assert!(
         !cb.state_json()
             .contains(&format!("\"written\":\"{shown}\"")),
         "the frame was saved after all: {}",
         cb.state_json()
     );
-    // Moved while no daemon runs; `off` restores from state.json.
     cb.herdr.move_tab(&t2, 1);
+    (t1, t2)
+}
+
+/// `off` must give that auto-named tab its position of now, not the
+/// number it had, which would become its name.
+#[test]
+fn off_after_a_kill_while_spinning_writes_the_current_position() {
+    let cb = Cowbell::new();
+    let (t1, t2) = killed_while_spinning_then_moved(&cb);
     let outcome = cb.run(&["off"]);
     assert!(outcome.status.success(), "off failed: {}", outcome.stderr);
     assert_eq!(cb.herdr.label(&t1), "2", "{}", outcome.stdout);
@@ -1680,24 +1686,7 @@ fn off_after_a_kill_while_spinning_writes_the_current_position() {
 #[test]
 fn off_while_herdr_is_down_after_a_kill_then_startup_writes_the_current_position() {
     let mut cb = Cowbell::new();
-    cb.write_config(r#"{"include_auto_named": true, "spinner": true, "spinner_interval_ms": 250}"#);
-    let (t1, _p1) = cb.tab(None);
-    let (t2, p2) = cb.tab(None);
-    cb.herdr.set_status(&p2, "working");
-    cb.startup();
-    let pid = cb.wait_for_daemon(2 * SECOND);
-    wait_spinning(&cb, &t2);
-    thread::sleep(6 * FRAME);
-    cowbell::signal(pid, libc::SIGKILL);
-    assert!(cowbell::wait_dead(pid, 2 * SECOND));
-    let shown = cb.herdr.label(&t2);
-    assert!(spinner_frame(&shown).is_some(), "{shown:?}");
-    assert!(
-        !cb.state_json()
-            .contains(&format!("\"written\":\"{shown}\"")),
-        "the frame was saved after all"
-    );
-    cb.herdr.move_tab(&t2, 1);
+    let (t1, t2) = killed_while_spinning_then_moved(&cb);
     cb.herdr.stop();
     let outcome = cb.run(&["off"]);
     assert!(!outcome.status.success(), "off reached a stopped herdr?");
