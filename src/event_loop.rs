@@ -882,6 +882,16 @@ impl EventLoop {
         self.subscribed_panes = PaneSet::default();
         self.next_status = None;
         self.next_status_stale = false;
+        self.connected = false;
+        if let Some(Stop::Restore { .. }) = self.stop {
+            // The restore's requests go on connections of their own, which
+            // a lost subscription does not take down: their answers say
+            // whether herdr is still there (one that fails now, with no
+            // connection, ends the stop: see `request_failed`).
+            self.log
+                .line_fmt(format_args!("{why}; the restore goes on"));
+            return;
+        }
         // herdr has these requests: their renames may land all the same.
         for pending in std::mem::take(&mut self.in_flight) {
             if pending.unwritten.is_empty() {
@@ -889,7 +899,6 @@ impl EventLoop {
             }
         }
         self.queue.clear();
-        self.connected = false;
         self.resync_running = false;
         self.renames_outstanding = 0;
         self.debounce_deadline = None;
@@ -901,13 +910,6 @@ impl EventLoop {
         self.spinner_deadline = None;
         self.resubscribe_deadline = None;
         self.save();
-        if let Some(Stop::Restore { .. }) = self.stop {
-            self.log.line_fmt(format_args!(
-                "{why}; cannot restore names without herdr; state kept for remove-icons"
-            ));
-            self.exit_code = Some(0);
-            return;
-        }
         if was_connected {
             self.log.line_fmt(format_args!("disconnected: {why}"));
             self.backoff = self.durations.backoff_first;

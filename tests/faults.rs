@@ -4271,3 +4271,26 @@ fn a_daemon_start_beside_a_slow_sync_starts_the_daemon() {
 fn the_watchdog_beside_a_slow_sync_starts_the_daemon() {
     a_start_beside_a_slow_sync_starts_the_daemon("watchdog");
 }
+
+/// SIGTERM: the restore is under way (herdr answers slowly, but answers)
+/// when herdr closes the event subscription. The restore's requests go on
+/// connections of their own: every name must come back before the exit.
+#[test]
+fn a_restore_survives_the_event_subscription_closing() {
+    let s = scene();
+    let pid = s.pid();
+    std::thread::sleep(Duration::from_millis(500));
+    // The restore's list takes 300 ms.
+    s.cb.herdr.set_response_delay(Duration::from_millis(300));
+    cowbell::signal(pid, libc::SIGTERM);
+    expect_log(&s.cb, "restoring tab names", SECOND);
+    std::thread::sleep(Duration::from_millis(100));
+    s.cb.herdr.drop_subscriptions();
+    assert!(
+        cowbell::wait_dead(pid, 12 * SECOND),
+        "{}",
+        log_tail(&s.cb, 20)
+    );
+    s.cb.herdr.set_response_delay(Duration::ZERO);
+    s.names_back_within(SECOND, "a restore that lost its event subscription");
+}
