@@ -789,6 +789,13 @@ impl EventLoop {
         }
     }
 
+    /// A resync within `LAZY`, unless the debounce's comes sooner.
+    fn open_lazy(&mut self, now: Instant) {
+        if self.debounce_deadline.is_none() {
+            self.lazy_deadline.get_or_insert(now + self.durations.lazy);
+        }
+    }
+
     fn begin_resync(&mut self) {
         if !self.connected || self.stop.is_some() {
             return;
@@ -1087,9 +1094,7 @@ impl EventLoop {
                 .tracker
                 .keeps_base(tab_id, label, &self.settings.labeler)
             {
-                if self.debounce_deadline.is_none() {
-                    self.lazy_deadline.get_or_insert(now + self.durations.lazy);
-                }
+                self.open_lazy(now);
                 return;
             }
         }

@@ -252,7 +252,6 @@ impl Labeler {
         None
     }
 
-    #[cfg(test)]
     pub fn has_icon(&self, label: &str) -> bool {
         self.strip(label).len() != label.len()
     }

@@ -408,7 +408,7 @@ mod tests {
     /// `..` after a symlinked working directory (`$PWD` names it by the
     /// link) does not lead back up the spelling: read off the text, it
     /// would name another server's directory. Kept as spelled, it names one
-    /// of its own, whether or not the directory exists.
+    /// of its own.
     #[test]
     fn a_dot_dot_never_names_another_servers_directory() {
         let temp = TempDir::new("pwd-dotdot");

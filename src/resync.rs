@@ -738,7 +738,7 @@ fn foreign_base(record: &TabRecord, label: &str, labeler: &Labeler) -> String {
         .as_deref()
         // Only a label with cowbell's icon in it: a bare "2" written for
         // an auto-named tab is no wrapping in the user's "docs 2".
-        .filter(|written| labeler.strip(written) != *written)
+        .filter(|written| labeler.has_icon(written))
         .and_then(|written| label.strip_suffix(written))
         .filter(|prefix| prefix.ends_with(char::is_whitespace));
     match wrapped {

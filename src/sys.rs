@@ -245,8 +245,8 @@ pub fn poll(entries: &mut [libc::pollfd], timeout_ms: libc::c_int) -> io::Result
 
 /// Everything cowbell makes is private (directories 0700, files 0600), so
 /// the umask it inherits gets no say: 177, which keeps files 0600, would
-/// make directories without their search bit (and the parents a command
-/// made, before it set them 0700, would stop another command at once).
+/// make directories without their search bit, and a chmod after each
+/// mkdir leaves a moment in which another command is stopped by one.
 pub fn private_umask() {
     // SAFETY: umask takes a plain mode and cannot fail.
     unsafe {

@@ -1145,20 +1145,26 @@ fn reconnects_back_off_from_half_a_second_to_thirty() {
     );
 }
 
-/// "It exits after 120 s without a server": a server that came back is a
-/// server, so the idle exit must not fire 120 s after an outage that ended.
-#[test]
-fn a_daemon_that_reconnected_does_not_exit_at_the_idle_time() {
-    // Scale 60: the idle exit comes after 2 s.
+/// At scale 60 (the idle exit 2 s after the server goes away): a daemon
+/// whose server stops and, `away` later, is back with no startup hook run.
+/// The daemon's pid, its tab and pane.
+fn server_back_after(away: Duration) -> (Cowbell, u32, String, String) {
     let mut cb = Cowbell::with(Options::default(), 60.0);
     let (tab, pane) = cb.tab(Some("api"));
     cb.startup();
     let pid = cb.wait_for_daemon(2 * SECOND);
     cb.expect_steady(&tab, "api", Duration::from_millis(300));
     cb.herdr.stop();
-    std::thread::sleep(Duration::from_millis(500));
-    // No startup hook: the daemon reconnects by itself.
+    std::thread::sleep(away);
     cb.herdr.start_again(true);
+    (cb, pid, tab, pane)
+}
+
+/// "It exits after 120 s without a server": a server that came back is a
+/// server, so the idle exit must not fire 120 s after an outage that ended.
+#[test]
+fn a_daemon_that_reconnected_does_not_exit_at_the_idle_time() {
+    let (cb, pid, tab, pane) = server_back_after(Duration::from_millis(500));
     std::thread::sleep(Duration::from_millis(3000));
     assert!(
         cowbell::alive(pid),
@@ -2158,18 +2164,10 @@ fn a_partly_finished_restore_says_what_is_back_and_what_is_kept() {
 /// idle time saying there was none.
 #[test]
 fn a_server_back_late_in_the_last_backoff_is_found_before_the_idle_exit() {
-    // Scale 60: the idle exit comes 2 s after the server went away; the
-    // backoff (8 ms doubling up to 500 ms) tries at about 1.03 s, 1.53 s
-    // and then 2.03 s.
-    let mut cb = Cowbell::with(Options::default(), 60.0);
-    let (tab, pane) = cb.tab(Some("api"));
-    cb.startup();
-    let pid = cb.wait_for_daemon(2 * SECOND);
-    cb.expect_steady(&tab, "api", Duration::from_millis(300));
-    cb.herdr.stop();
-    // Back 1.75 s later (105 s at full scale), no startup hook run.
-    std::thread::sleep(Duration::from_millis(1750));
-    cb.herdr.start_again(true);
+    // Back 1.75 s later (105 s at full scale). The backoff (8 ms doubling
+    // up to 500 ms) tried at about 1.03 and 1.53 s; its next try, 2.03 s,
+    // would come after the idle time.
+    let (cb, pid, tab, pane) = server_back_after(Duration::from_millis(1750));
     assert!(
         !cowbell::wait_dead(pid, Duration::from_millis(1500)),
         "exited with a server there:\n{}",
