@@ -1063,6 +1063,12 @@ impl EventLoop {
         self.log
             .line_fmt(format_args!("connected to {}", self.paths.socket.display()));
         self.panes_wanted = true;
+        // A server that restarted with cowbell disabled or uninstalled runs
+        // no startup hook to replace this daemon: look at once, not a
+        // heartbeat later, before a minute of icons it no longer wants.
+        if self.stop.is_none() {
+            self.queue.push(Purpose::ListPlugins);
+        }
         self.plugin_check_deadline = Some(now + self.durations.heartbeat);
         self.tracker.looked_away = true;
         // The retry deadline went with the old connection (a tab left

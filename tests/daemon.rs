@@ -608,6 +608,29 @@ fn the_heartbeat_notices_an_uninstalled_plugin() {
     );
 }
 
+/// A server restarted with cowbell disabled runs no startup hook to replace
+/// the old daemon, which reconnects within its 120 s: it looks at herdr's
+/// plugin list on connecting, not a 60 s heartbeat later.
+#[test]
+fn a_daemon_back_on_a_server_that_disabled_it_stops_at_once() {
+    let mut cb = Cowbell::with(Options::default(), 1.0);
+    let (tab, pane) = cb.tab(Some("api"));
+    cb.startup();
+    let pid = cb.wait_for_daemon(2 * SECOND);
+    cb.herdr.set_status(&pane, "blocked");
+    cb.expect_label(&tab, "🔴 api", 2 * SECOND);
+    cb.herdr.stop();
+    cb.herdr.set_plugin("cowbell", false);
+    cb.herdr.start_again(true);
+    assert!(
+        cowbell::wait_dead(pid, 15 * SECOND),
+        "still running:\n{}",
+        cb.log()
+    );
+    assert!(cb.log().contains("disabled"), "{}", cb.log());
+    assert_eq!(cb.herdr.label(&tab), "api");
+}
+
 /// The heartbeat looks for cowbell's own entry (`HERDR_PLUGIN_ID`) in
 /// herdr's list of every plugin: another one disabled, even one called
 /// `cowbell`, is no reason to stop.
