@@ -867,7 +867,7 @@ impl EventLoop {
                     "{refusal}, still after {seconds} s: exiting (is this herdr older than \
                      cowbell needs? the subscription lists"
                 );
-                for (kind, _) in herdr::LIFECYCLE_EVENTS {
+                for kind in herdr::LIFECYCLE_EVENTS {
                     line.push(' ');
                     line.push_str(kind);
                 }
