@@ -282,6 +282,32 @@ enum Source {
     Request(usize),
 }
 
+/// Whether the plugin's files are still there. herdr keeps listing a
+/// plugin whose directory was deleted without an uninstall (a linked
+/// checkout removed), with a warning; its hooks and actions cannot run any
+/// more, so no `off` could give the names back. The manifest counts as gone
+/// when two checks in a row (a minute apart) miss it, so an upgrade that
+/// replaces the files is not taken for it, and only after a check found it:
+/// a daemon that cannot see herdr's files (another mount namespace) never
+/// stops for that.
+#[derive(Default)]
+struct FilesCheck {
+    seen: bool,
+    missed: bool,
+}
+
+impl FilesCheck {
+    /// Takes whether this check missed the manifest.
+    fn gone(&mut self, missing: bool) -> bool {
+        if !missing {
+            self.seen = true;
+        }
+        let gone = missing && self.missed;
+        self.missed = missing && self.seen;
+        gone
+    }
+}
+
 pub struct EventLoop {
     paths: Paths,
     /// The pidfile's lock, held for the daemon's life (and taken again if
@@ -338,6 +364,7 @@ pub struct EventLoop {
     failed_tries: u32,
     resync_failed: bool,
     plugin_check_deadline: Option<Instant>,
+    files_check: FilesCheck,
     /// Until then, answers to requests are not polled (`HEARTBEAT_GATHER`).
     gather_deadline: Option<Instant>,
     /// When to list panes and subscribe again after the status subscription
@@ -431,6 +458,7 @@ impl EventLoop {
             status_backoff: durations.backoff_first,
             status_ack_misses: 0,
             refusal: None,
+            files_check: FilesCheck::default(),
             resync_running: false,
             resync_quiet: false,
             resync_wanted: false,
@@ -1359,7 +1387,15 @@ impl EventLoop {
             (Purpose::ListPlugins, Message::Plugins(plugins)) => {
                 // A plugin herdr lists without `enabled` counts as enabled.
                 match plugins.iter().find(|p| p.plugin_id == self.paths.plugin_id) {
-                    Some(plugin) if plugin.enabled != Some(false) => {}
+                    Some(plugin) if plugin.enabled != Some(false) => {
+                        if let Some(manifest) = &plugin.manifest_path
+                            && self
+                                .files_check
+                                .gone(files::is_missing(std::path::Path::new(manifest)))
+                        {
+                            self.begin_stop(now, "the plugin's files are gone (no manifest)");
+                        }
+                    }
                     Some(_) => self.begin_stop(now, "the plugin was disabled"),
                     None => self.begin_stop(now, "the plugin is no longer installed"),
                 }
@@ -1792,6 +1828,19 @@ fn describe_note(note: &Note) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_plugins_files_are_gone_after_two_checks_in_a_row_miss_them() {
+        let mut check = FilesCheck::default();
+        // Never seen (another mount namespace): never gone.
+        assert!(!(0..5).any(|_| check.gone(true)));
+        assert!(!check.gone(false));
+        // Missed once (an upgrade replacing the files), then there again.
+        assert!(!check.gone(true));
+        assert!(!check.gone(false));
+        assert!(!check.gone(true));
+        assert!(check.gone(true));
+    }
 
     #[test]
     fn poll_waits_round_up_to_whole_milliseconds() {

@@ -23,6 +23,12 @@ pub fn fingerprint(bytes: &[u8]) -> u64 {
     })
 }
 
+/// Whether nothing is at `path`; a file that cannot be looked at (no
+/// permission) is not missing.
+pub fn is_missing(path: &Path) -> bool {
+    matches!(fs::symlink_metadata(path), Err(error) if error.kind() == io::ErrorKind::NotFound)
+}
+
 /// Creates `dir` (and its parents) as 0700 if missing, makes an existing
 /// one 0700, and refuses a directory that is a symlink or not a directory.
 pub fn ensure_private_dir(dir: &Path) -> io::Result<()> {

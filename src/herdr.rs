@@ -198,6 +198,7 @@ pub struct PaneInfo {
 pub struct PluginInfo {
     pub plugin_id: String,
     pub enabled: Option<bool>,
+    pub manifest_path: Option<String>,
 }
 
 #[derive(Deserialize, Clone, Debug, PartialEq)]

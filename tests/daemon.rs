@@ -608,6 +608,33 @@ fn the_heartbeat_notices_an_uninstalled_plugin() {
     );
 }
 
+/// A linked checkout deleted without an uninstall: herdr still lists the
+/// plugin, but its hooks and actions cannot run, so no `off` could give
+/// the names back. Two heartbeats that miss the manifest stop the daemon
+/// (`FilesCheck` in src/event_loop.rs has the rest of the rule).
+#[test]
+fn the_heartbeat_notices_the_plugins_files_deleted() {
+    // Scale 60: the 60 s heartbeat becomes 1 s.
+    let cb = Cowbell::with(Options::default(), 60.0);
+    let root = cb.dir.path().join("plugin");
+    std::fs::create_dir(&root).unwrap();
+    let manifest = root.join("herdr-plugin.toml");
+    std::fs::write(&manifest, "id = \"cowbell\"\n").unwrap();
+    cb.herdr.set_plugin_root("cowbell", &root);
+    let (tab, pane) = cb.tab(Some("api"));
+    cb.startup();
+    let pid = cb.wait_for_daemon(2 * SECOND);
+    cb.herdr.set_status(&pane, "blocked");
+    cb.expect_label(&tab, "🔴 api", 2 * SECOND);
+    // Seen at a check first: a daemon that never saw the files (another
+    // mount namespace) must not stop for them.
+    std::thread::sleep(Duration::from_millis(1500));
+    std::fs::remove_dir_all(&root).unwrap();
+    cb.expect_label(&tab, "api", 5 * SECOND);
+    assert!(cowbell::wait_dead(pid, 2 * SECOND), "{}", cb.log());
+    assert!(cb.log().contains("files are gone"), "{}", cb.log());
+}
+
 /// A server restarted with cowbell disabled runs no startup hook to replace
 /// the old daemon, which reconnects within its 120 s: it looks at herdr's
 /// plugin list on connecting, not a 60 s heartbeat later.

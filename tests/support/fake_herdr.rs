@@ -224,6 +224,8 @@ struct Workspace {
 struct Plugin {
     id: String,
     enabled: bool,
+    /// Where the plugin's files are; a made-up path when not set.
+    root: Option<String>,
 }
 
 #[derive(Default)]
@@ -1245,7 +1247,7 @@ fn tab_info_result(state: &State, at: TabAt) -> Obj {
 /// An installed plugin as `plugin.list` shows it; the manifest parts are
 /// plausible stand-ins with the recorded shape (one entry of each kind).
 fn plugin_info(pl: &Plugin) -> Obj {
-    let root = format!("/plugins/{}", pl.id);
+    let root = pl.root.clone().unwrap_or(format!("/plugins/{}", pl.id));
     let command = |arg: &str| format!(r#"["bin/{}",{}]"#, pl.id, quote(arg));
     Obj::new()
         .s("plugin_id", &pl.id)
@@ -1608,10 +1610,12 @@ impl FakeHerdr {
                     Plugin {
                         id: "demo.envdump".into(),
                         enabled: false,
+                        root: None,
                     },
                     Plugin {
                         id: "cowbell".into(),
                         enabled: true,
+                        root: None,
                     },
                 ],
                 ..Model::default()
@@ -1923,9 +1927,20 @@ impl FakeHerdr {
                 None => s.model.plugins.push(Plugin {
                     id: plugin_id.to_string(),
                     enabled,
+                    root: None,
                 }),
             },
         )
+    }
+
+    /// Where `plugin.list` says the plugin's files (its root and manifest)
+    /// are.
+    pub fn set_plugin_root(&self, plugin_id: &str, root: &Path) {
+        self.with(|s| {
+            for p in s.model.plugins.iter_mut().filter(|p| p.id == plugin_id) {
+                p.root = Some(root.to_string_lossy().into_owned());
+            }
+        })
     }
 
     pub fn uninstall_plugin(&self, plugin_id: &str) {
