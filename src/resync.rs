@@ -130,10 +130,16 @@ impl TabRecord {
     /// over cowbell's as a fight.) For an auto-named tab that base is the
     /// position it had then, whatever number that was: unsaved spinner
     /// frames and renumberings leave a label state.json never knew. Only
-    /// with an icon in front: a bare number may be a person's name.
+    /// with an icon in front: a bare number may be a person's name. And
+    /// after a rename whose answer was lost, any label sent recently:
+    /// herdr may apply a rename that timed out after a newer one, and an
+    /// old echo (replayed, or late) may have confirmed one that never
+    /// landed.
     fn is_own(&self, label: &str, settings: &Settings, now: Instant) -> bool {
         let newest = self.sent.last().is_some_and(|sent| sent.label == label);
         let unechoed = self.sent.iter().any(|sent| sent.awaiting_echo(label, now));
+        let uncertain =
+            self.sent.iter().any(|sent| sent.answer_lost) && self.sent_recently(label, now);
         let labeler = &settings.labeler;
         let left_by_a_crash = self.left_by_killed_daemon && {
             let base = match labeler.strip(label) {
@@ -145,7 +151,11 @@ impl TabRecord {
                 .any(|status| labeler.label(*status, base) == label)
                 || is_spinner_frame(label, base, labeler)
         };
-        newest || unechoed || left_by_a_crash || is_own_spinner_frame(label, &self.base, settings)
+        newest
+            || unechoed
+            || uncertain
+            || left_by_a_crash
+            || is_own_spinner_frame(label, &self.base, settings)
     }
 
     /// The newest label cowbell sent that herdr has not confirmed. It is
@@ -732,14 +742,16 @@ fn is_spinner_frame(label: &str, base: &str, labeler: &Labeler) -> bool {
 /// base ("★ api"), or icons would pile up inside the name with every
 /// exchange. Without the space it is a word someone wrote ("Hey! api" over
 /// the icon "!"), and only a leading icon goes.
+/// cowbell's label is the last one herdr confirmed, or the newest one sent,
+/// which herdr may have applied although its answer was lost.
 fn foreign_base(record: &TabRecord, label: &str, labeler: &Labeler) -> String {
-    let wrapped = record
-        .written
-        .as_deref()
+    let wrapped = [record.written.as_deref(), record.unconfirmed()]
+        .into_iter()
+        .flatten()
         // Only a label with cowbell's icon in it: a bare "2" written for
         // an auto-named tab is no wrapping in the user's "docs 2".
         .filter(|written| labeler.has_icon(written))
-        .and_then(|written| label.strip_suffix(written))
+        .find_map(|written| label.strip_suffix(written))
         .filter(|prefix| prefix.ends_with(char::is_whitespace));
     match wrapped {
         Some(prefix) => labeler
@@ -1677,6 +1689,77 @@ mod tests {
         assert_eq!(plan.renames[0].label, "🔴 api");
         assert!(tracker.take_echo("w1:t1", "🔴 api", now, &s));
         assert_eq!(tracker.tabs["w1:t1"].seen, "🟡 api");
+    }
+
+    /// Both answers lost, herdr applies the older rename after the newer
+    /// one: the label on the tab is cowbell's own, no one else's.
+    #[test]
+    fn a_rename_herdr_applies_late_and_out_of_order_is_no_foreign_rename() {
+        let s = settings();
+        let now = Instant::now();
+        let later = |ms| now + Duration::from_millis(ms);
+        let mut tabs = vec![tab("w1:t1", 1, "api", Status::Blocked)];
+        let mut tracker = Tracker::default();
+        tracker.resync(&tabs, &s, now);
+        tracker.answer_lost("w1:t1", "🔴 api");
+        tracker.rename_failed("w1:t1", "🔴 api", Some(later(3000)));
+        tabs[0].status = Status::Working;
+        let plan = tracker.resync(&tabs, &s, later(3000));
+        assert_eq!(renames(&plan), [("w1:t1", "🟡 api")]);
+        tracker.answer_lost("w1:t1", "🟡 api");
+        tracker.rename_failed("w1:t1", "🟡 api", Some(later(6000)));
+        assert!(tracker.take_echo("w1:t1", "🔴 api", later(4000), &s));
+        tabs[0].label = "🔴 api".into();
+        let plan = tracker.resync(&tabs, &s, later(6000));
+        assert_eq!(plan.notes, []);
+        assert_eq!(tracker.tabs["w1:t1"].base, "api");
+        assert_eq!(renames(&plan), [("w1:t1", "🟡 api")]);
+    }
+
+    /// An old echo (a new subscription's replay) of a label cowbell sent
+    /// again, whose answer was lost and which herdr never applied, confirms
+    /// it: the tab's real label, an older one of cowbell's, is still its own.
+    #[test]
+    fn a_rename_confirmed_by_an_old_echo_leaves_no_foreign_rename() {
+        let s = settings();
+        let now = Instant::now();
+        let later = |ms| now + Duration::from_millis(ms);
+        let mut tabs = vec![tab("w1:t1", 1, "api", Status::Blocked)];
+        let mut tracker = tracking(&mut tabs, &s, now);
+        assert!(tracker.take_echo("w1:t1", "🔴 api", now, &s));
+        tabs[0].status = Status::Working;
+        let plan = tracker.resync(&tabs, &s, later(1000));
+        tracker.confirm("w1:t1", &plan.renames[0].label);
+        assert!(tracker.take_echo("w1:t1", "🟡 api", later(1000), &s));
+        tabs[0].label = "🟡 api".into();
+        tabs[0].status = Status::Blocked;
+        let plan = tracker.resync(&tabs, &s, later(2000));
+        assert_eq!(renames(&plan), [("w1:t1", "🔴 api")]);
+        tracker.answer_lost("w1:t1", "🔴 api");
+        // The replayed echo of the first "🔴 api".
+        assert!(tracker.take_echo("w1:t1", "🔴 api", later(4000), &s));
+        let plan = tracker.resync(&tabs, &s, later(5000));
+        assert_eq!(plan.notes, []);
+        assert_eq!(tracker.tabs["w1:t1"].base, "api");
+        assert_eq!(renames(&plan), [("w1:t1", "🔴 api")]);
+    }
+
+    /// The same for a label whose answer was lost: herdr applied it, and
+    /// a renamer wrapped it before its echo came.
+    #[test]
+    fn a_mark_put_in_front_of_a_label_whose_answer_was_lost_keeps_the_icon_out() {
+        let s = settings();
+        let now = Instant::now();
+        let mut tracker = Tracker::default();
+        let plan = tracker.resync(&[tab("w1:t1", 1, "api", Status::Blocked)], &s, now);
+        assert_eq!(renames(&plan), [("w1:t1", "🔴 api")]);
+        tracker.answer_lost("w1:t1", "🔴 api");
+        tracker.rename_failed("w1:t1", "🔴 api", Some(now + Duration::from_secs(3)));
+        let tabs = [tab("w1:t1", 1, "★ 🔴 api", Status::Blocked)];
+        tracker.resync(&tabs, &s, now + Duration::from_millis(2500));
+        assert_eq!(tracker.tabs["w1:t1"].base, "★ api");
+        let restore = tracker.restore_plan(&tabs, &s.labeler, false, now);
+        assert_eq!(restore[0].label, "★ api");
     }
 
     /// A renamer that puts its mark in front of whatever the tab shows
