@@ -532,6 +532,14 @@ impl Tracker {
             }
             record.written = Some(label.to_string());
             record.seen = label.to_string();
+            // A lost rename whose echo came before this newer one landed
+            // can no longer land late: its label is no longer in doubt
+            // (see `is_own`).
+            if let Some((_, older)) = record.sent.split_last_mut() {
+                for sent in older.iter_mut().filter(|sent| sent.echoed) {
+                    sent.answer_lost = false;
+                }
+            }
             // Its echo says a rename whose answer was lost landed after all.
             record.retry_at = None;
         }
@@ -1714,6 +1722,36 @@ mod tests {
         assert_eq!(plan.notes, []);
         assert_eq!(tracker.tabs["w1:t1"].base, "api");
         assert_eq!(renames(&plan), [("w1:t1", "🟡 api")]);
+    }
+
+    /// Only until a newer rename lands: a renamer that then puts an older
+    /// label of cowbell's back is fighting, as without the lost answer.
+    #[test]
+    fn a_lost_answer_hides_no_fight_once_a_newer_rename_landed() {
+        let s = settings();
+        let now = Instant::now();
+        let later = |ms| now + Duration::from_millis(ms);
+        let mut tabs = vec![tab("w1:t1", 1, "api", Status::Blocked)];
+        let mut tracker = Tracker::default();
+        tracker.resync(&tabs, &s, now);
+        // "🔴 api" timed out, and landed: its echo came.
+        tracker.answer_lost("w1:t1", "🔴 api");
+        assert!(tracker.take_echo("w1:t1", "🔴 api", later(100), &s));
+        tabs[0].label = "🔴 api".into();
+        tabs[0].status = Status::Working;
+        let plan = tracker.resync(&tabs, &s, later(1000));
+        apply(&mut tracker, &mut tabs, &plan.renames);
+        assert!(tracker.take_echo("w1:t1", "🟡 api", later(1100), &s));
+        // A plugin writes its own status icon back over cowbell's.
+        tabs[0].label = "🔴 api".into();
+        let plan = tracker.resync(&tabs, &s, later(2000));
+        assert!(
+            plan.notes
+                .iter()
+                .any(|note| matches!(note, Note::Fight { .. })),
+            "{:?}",
+            plan.notes
+        );
     }
 
     /// An old echo (a new subscription's replay) of a label cowbell sent
