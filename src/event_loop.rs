@@ -286,25 +286,30 @@ enum Source {
 /// plugin whose directory was deleted without an uninstall (a linked
 /// checkout removed), with a warning; its hooks and actions cannot run any
 /// more, so no `off` could give the names back. The manifest counts as gone
-/// when two checks in a row (a minute apart) miss it, so an upgrade that
-/// replaces the files is not taken for it, and only after a check found it:
-/// a daemon that cannot see herdr's files (another mount namespace) never
-/// stops for that.
+/// when checks half a heartbeat apart or more (30 s) keep missing it, so an
+/// upgrade that replaces the files is not taken for it (a reconnect brings
+/// a check of its own, maybe a moment after the heartbeat's), and only
+/// after a check found it: a daemon that cannot see herdr's files (another
+/// mount namespace) never stops for that.
 #[derive(Default)]
 struct FilesCheck {
     seen: bool,
-    missed: bool,
+    missing_since: Option<Instant>,
 }
 
 impl FilesCheck {
     /// Takes whether this check missed the manifest.
-    fn gone(&mut self, missing: bool) -> bool {
+    fn gone(&mut self, missing: bool, now: Instant, apart: Duration) -> bool {
         if !missing {
             self.seen = true;
+            self.missing_since = None;
+            return false;
         }
-        let gone = missing && self.missed;
-        self.missed = missing && self.seen;
-        gone
+        if !self.seen {
+            return false;
+        }
+        let since = *self.missing_since.get_or_insert(now);
+        now.saturating_duration_since(since) >= apart
     }
 }
 
@@ -1389,9 +1394,11 @@ impl EventLoop {
                 match plugins.iter().find(|p| p.plugin_id == self.paths.plugin_id) {
                     Some(plugin) if plugin.enabled != Some(false) => {
                         if let Some(manifest) = &plugin.manifest_path
-                            && self
-                                .files_check
-                                .gone(files::is_missing(std::path::Path::new(manifest)))
+                            && self.files_check.gone(
+                                files::is_missing(std::path::Path::new(manifest)),
+                                now,
+                                self.durations.heartbeat / 2,
+                            )
                         {
                             self.begin_stop(now, "the plugin's files are gone (no manifest)");
                         }
@@ -1830,16 +1837,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_plugins_files_are_gone_after_two_checks_in_a_row_miss_them() {
+    fn the_plugins_files_are_gone_when_checks_half_a_minute_apart_miss_them() {
         let mut check = FilesCheck::default();
+        let start = Instant::now();
+        let at = |s| start + Duration::from_secs(s);
+        let apart = Duration::from_secs(30);
         // Never seen (another mount namespace): never gone.
-        assert!(!(0..5).any(|_| check.gone(true)));
-        assert!(!check.gone(false));
-        // Missed once (an upgrade replacing the files), then there again.
-        assert!(!check.gone(true));
-        assert!(!check.gone(false));
-        assert!(!check.gone(true));
-        assert!(check.gone(true));
+        assert!(!(0..5).any(|n| check.gone(true, at(n * 60), apart)));
+        assert!(!check.gone(false, at(300), apart));
+        // Missed, then there again (an upgrade replacing the files).
+        assert!(!check.gone(true, at(360), apart));
+        assert!(!check.gone(false, at(420), apart));
+        // Missed by a heartbeat and a reconnect's check a moment later.
+        assert!(!check.gone(true, at(480), apart));
+        assert!(!check.gone(true, at(481), apart));
+        assert!(check.gone(true, at(540), apart));
     }
 
     #[test]
