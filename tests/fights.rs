@@ -356,7 +356,7 @@ fn a_hostile_renamer_gets_three_renames_per_cooldown_doubling_to_the_cap() {
                             ("blocked", "🔴 web")
                         };
                         cb.herdr.set_status(&web_pane, status);
-                        web_wanted = Some((label, Instant::now() + SECOND));
+                        web_wanted = Some((label, Instant::now() + 3 * SECOND));
                         next_flip = Instant::now() + Duration::from_millis(700);
                     }
                     None => {}

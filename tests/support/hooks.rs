@@ -13,7 +13,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 /// How long the pipes may stay open after the process exits.
-pub const PIPE_GRACE: Duration = Duration::from_secs(2);
+pub const PIPE_GRACE: Duration = Duration::from_secs(5);
 /// How long the process itself may run before the runner kills it.
 pub const EXIT_TIMEOUT: Duration = Duration::from_secs(30);
 
