@@ -1782,8 +1782,9 @@ mod tests {
         assert_eq!(renames(&plan), [("w1:t1", "🔴 api")]);
     }
 
-    /// The same for a label whose answer was lost: herdr applied it, and
-    /// a renamer wrapped it before its echo came.
+    /// A renamer's mark put in front of a label whose answer was lost
+    /// (herdr applied it; its echo is still on the way): the icon inside
+    /// is cowbell's all the same (see the test below).
     #[test]
     fn a_mark_put_in_front_of_a_label_whose_answer_was_lost_keeps_the_icon_out() {
         let s = settings();
