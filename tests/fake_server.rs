@@ -11,7 +11,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use support::fake_herdr::{FakeHerdr, Options};
-use support::hooks::{HookError, herdr_env, run_hook, try_run_hook};
+use support::hooks::{HookError, PIPE_GRACE, herdr_env, run_hook, try_run_hook};
 use support::tempdir::TempDir;
 use support::{Next, SubReader, json_shape, request, transcript_lines};
 
@@ -745,10 +745,11 @@ fn hook_runner_gives_herdrs_environment() {
 fn hook_runner_catches_a_daemon_holding_the_pipes() {
     let dir = TempDir::new();
     let t0 = Instant::now();
-    let err = try_run_hook(dir.path(), &["sh", "-c", "echo started; sleep 4 &"], &[])
+    // The background sleep outlasts the grace the runner gives the pipes.
+    let err = try_run_hook(dir.path(), &["sh", "-c", "echo started; sleep 10 &"], &[])
         .expect_err("pipes held open by the background sleep");
     assert!(
-        t0.elapsed() < Duration::from_millis(3500),
+        t0.elapsed() < PIPE_GRACE + Duration::from_millis(1500),
         "{:?}",
         t0.elapsed()
     );
@@ -762,12 +763,12 @@ fn hook_runner_catches_a_daemon_holding_the_pipes() {
     // run_hook turns it into a test failure; a daemon that detaches
     // properly passes.
     let panicked = std::panic::catch_unwind(|| {
-        run_hook(dir.path(), &["sh", "-c", "sleep 4 &"], &[]);
+        run_hook(dir.path(), &["sh", "-c", "sleep 10 &"], &[]);
     });
     assert!(panicked.is_err());
     let ok = run_hook(
         dir.path(),
-        &["sh", "-c", "sleep 4 </dev/null >/dev/null 2>&1 &"],
+        &["sh", "-c", "sleep 10 </dev/null >/dev/null 2>&1 &"],
         &[],
     );
     assert!(ok.status.success());
