@@ -131,10 +131,10 @@ impl TabRecord {
     /// position it had then, whatever number that was: unsaved spinner
     /// frames and renumberings leave a label state.json never knew. Only
     /// with an icon in front: a bare number may be a person's name. And
-    /// after a rename whose answer was lost, any label sent recently:
-    /// herdr may apply a rename that timed out after a newer one, and an
-    /// old echo (replayed, or late) may have confirmed one that never
-    /// landed.
+    /// after a rename whose answer was lost, until a newer one is confirmed
+    /// (see `confirm`), any label sent recently: herdr may apply a rename
+    /// that timed out after a newer one, and an old echo (replayed, or
+    /// late) may have confirmed one that never landed.
     fn is_own(&self, label: &str, settings: &Settings, now: Instant) -> bool {
         let newest = self.sent.last().is_some_and(|sent| sent.label == label);
         let unechoed = self.sent.iter().any(|sent| sent.awaiting_echo(label, now));
@@ -749,9 +749,9 @@ fn is_spinner_frame(label: &str, base: &str, labeler: &Labeler) -> bool {
 /// icon in the middle is cowbell's, and the base is the mark and the old
 /// base ("★ api"), or icons would pile up inside the name with every
 /// exchange. Without the space it is a word someone wrote ("Hey! api" over
-/// the icon "!"), and only a leading icon goes.
-/// cowbell's label is the last one herdr confirmed, or the newest one sent,
-/// which herdr may have applied although its answer was lost.
+/// the icon "!"), and only a leading icon goes. cowbell's label there is
+/// the last one herdr confirmed, or the newest one sent, which herdr may
+/// have applied although its answer was lost.
 fn foreign_base(record: &TabRecord, label: &str, labeler: &Labeler) -> String {
     let wrapped = [record.written.as_deref(), record.unconfirmed()]
         .into_iter()
