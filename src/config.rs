@@ -289,15 +289,18 @@ fn parse_icons(value: &Json, file: &str, config: &mut Config, problems: &mut Vec
             continue;
         };
         match icon {
-            // U+FE0F alone is not an icon strip can recognise.
+            // An icon that shows nothing (blanks, U+FE0F alone) is no icon
+            // a person could see, and one of blanks would strip the
+            // leading blanks of names.
             Json::String(icon)
-                if !has_control(icon) && (icon.is_empty() || labels::bare_icon(icon).is_some()) =>
+                if !has_control(icon)
+                    && (icon.is_empty() || !icon.chars().all(crate::text::is_invisible)) =>
             {
                 config.icons[status.index()] = Some(icon.clone());
             }
             _ => problems.push(error(format!(
-                "{file}: \"icons\".{}: found {}, allowed: a string without control \
-                 characters or newlines, not U+FE0F only (\"\" for no icon)",
+                "{file}: \"icons\".{}: found {}, allowed: a string that shows \
+                 something, without control characters or newlines (\"\" for no icon)",
                 quote_short(name),
                 describe(icon)
             ))),
@@ -591,20 +594,20 @@ mod tests {
             ),
             (
                 r#"{"icons": {"done": "\ufe0f"}}"#,
-                "config.json: \"icons\".\"done\": found \"\\ufe0f\", allowed: a string without \
-                 control characters or newlines, not U+FE0F only (\"\" for no icon)",
+                "config.json: \"icons\".\"done\": found \"\\ufe0f\", allowed: a string that \
+                 shows something, without control characters or newlines (\"\" for no icon)",
             ),
             (
                 r#"{"icons": {"done": "\u0085x\u009b31m"}}"#,
-                r#"config.json: "icons"."done": found "\u0085x\u009b31m", allowed: a string without control characters or newlines, not U+FE0F only ("" for no icon)"#,
+                r#"config.json: "icons"."done": found "\u0085x\u009b31m", allowed: a string that shows something, without control characters or newlines ("" for no icon)"#,
             ),
             (
                 r#"{"icons": {"blocked": null}}"#,
-                r#"config.json: "icons"."blocked": found null, allowed: a string without control characters or newlines, not U+FE0F only ("" for no icon)"#,
+                r#"config.json: "icons"."blocked": found null, allowed: a string that shows something, without control characters or newlines ("" for no icon)"#,
             ),
             (
                 r#"{"icons": {"done": "a\u0007"}}"#,
-                r#"config.json: "icons"."done": found "a\u0007", allowed: a string without control characters or newlines, not U+FE0F only ("" for no icon)"#,
+                r#"config.json: "icons"."done": found "a\u0007", allowed: a string that shows something, without control characters or newlines ("" for no icon)"#,
             ),
             (
                 r#"{"separator": " \u202e "}"#,
@@ -612,11 +615,11 @@ mod tests {
             ),
             (
                 r#"{"icons": {"done": "\u2028"}}"#,
-                r#"config.json: "icons"."done": found "\u2028", allowed: a string without control characters or newlines, not U+FE0F only ("" for no icon)"#,
+                r#"config.json: "icons"."done": found "\u2028", allowed: a string that shows something, without control characters or newlines ("" for no icon)"#,
             ),
             (
                 r#"{"icons": {"done": "\n"}}"#,
-                r#"config.json: "icons"."done": found "\n", allowed: a string without control characters or newlines, not U+FE0F only ("" for no icon)"#,
+                r#"config.json: "icons"."done": found "\n", allowed: a string that shows something, without control characters or newlines ("" for no icon)"#,
             ),
         ];
         for (text, message) in cases {
@@ -770,10 +773,17 @@ mod tests {
     use crate::files::tests::TempDir;
 
     #[test]
-    fn an_icon_of_variation_selectors_only_is_refused() {
-        let (_, messages) = messages(r#"{"icons": {"done": "\ufe0f\ufe0f"}}"#);
-        assert_eq!(messages.len(), 1, "{messages:?}");
-        assert!(messages[0].contains("not U+FE0F only"), "{messages:?}");
+    fn an_icon_that_shows_nothing_is_refused() {
+        for icon in [r"\ufe0f\ufe0f", " ", r"  \u3000", r"\u200b", r" \u0301"] {
+            let (config, messages) = messages(&format!(r#"{{"icons": {{"done": "{icon}"}}}}"#));
+            assert_eq!(messages.len(), 1, "{icon}: {messages:?}");
+            assert!(messages[0].contains("shows something"), "{messages:?}");
+            assert_eq!(config.icons[Status::Done.index()], None, "{icon}");
+        }
+        // A blank beside something that shows is part of the icon.
+        let (config, messages) = messages(r#"{"icons": {"done": " [x] "}}"#);
+        assert_eq!(messages, Vec::<String>::new());
+        assert_eq!(config.icons[Status::Done.index()].as_deref(), Some(" [x] "));
     }
 
     #[test]

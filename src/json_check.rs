@@ -225,7 +225,9 @@ impl<'a> Reader<'a> {
         match self.text.get(pos..).and_then(|rest| rest.chars().next()) {
             None => "found the end of the file".to_string(),
             Some(c) if c.is_ascii_control() => format!("found {}", c.escape_default()),
-            Some(c) if c != ' ' && invisible(c) => format!("found U+{:04X}", c as u32),
+            Some(c) if c != ' ' && crate::text::is_invisible(c) => {
+                format!("found U+{:04X}", c as u32)
+            }
             Some(c) => format!("found '{c}'"),
         }
     }
@@ -543,13 +545,6 @@ impl<'a> Reader<'a> {
         }
         Ok(())
     }
-}
-
-/// Characters that print as nothing, as a space, as a change of direction
-/// or as a mark on the character before (ASCII controls aside, which have
-/// short escapes).
-fn invisible(c: char) -> bool {
-    crate::text::is_control(c) || c.is_whitespace() || crate::text::shows_nothing(c)
 }
 
 /// The 1-based line and character column of byte offset `pos`. Lines end

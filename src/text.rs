@@ -42,6 +42,12 @@ pub fn shows_nothing(c: char) -> bool {
     )
 }
 
+/// A character that prints as nothing, as a space, as a change of
+/// direction or as a mark on the character before.
+pub fn is_invisible(c: char) -> bool {
+    is_control(c) || c.is_whitespace() || shows_nothing(c)
+}
+
 /// A string as it appears in messages: JSON-quoted, so control characters
 /// and quotes are visible (and without std's Debug machinery).
 pub fn quote(text: &str) -> String {
