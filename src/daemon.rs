@@ -376,8 +376,17 @@ pub fn start(paths: &Paths, replace: bool, foreground: bool) -> io::Result<Start
         // on its way out. No daemon runs, and one must once it lets go;
         // unless cowbell is off, when the holder is giving names back and
         // there is nothing to start (a watchdog must not wait in one of
-        // herdr's 32 command slots for it).
+        // herdr's 32 command slots for it). One start waits, and the
+        // others leave it to that one: an agent detected in every pane
+        // during a slow `sync` would fill the slots. A wait file that
+        // cannot be had (no descriptor to spare) means waiting as before.
         Holder::Held(None) if !state::peek_off(&paths.state_file()).unwrap_or(false) => {
+            let waiting = files::open_private(&paths.wait_file(), false).ok();
+            if let Some(waiting) = &waiting
+                && !sys::try_lock_exclusive(waiting.as_fd()).unwrap_or(true)
+            {
+                return Ok(Started::AlreadyRunning(None));
+            }
             match try_lock_after_commands(paths, STOP_WAIT)? {
                 Holder::Free(lock) => lock,
                 Holder::Held(pid) => return Ok(Started::AlreadyRunning(pid)),

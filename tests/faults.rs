@@ -1566,6 +1566,48 @@ fn a_replace_beside_a_stuck_command_gives_up_after_fifteen_seconds() {
     );
 }
 
+/// Agents detected in many panes while a command holds the lock with no
+/// pid (a `cowbell sync` against a slow herdr, here the test): one
+/// watchdog waits for it and starts the daemon, and the others finish at
+/// once rather than holding herdr's 32 command slots for up to 15 s.
+#[test]
+fn one_watchdog_waits_beside_a_slow_command_and_the_rest_finish() {
+    let (cb, tab, pane, old) = blocked_api(1.0);
+    cowbell::signal(old, libc::SIGKILL);
+    assert!(cowbell::wait_dead(old, 2 * SECOND));
+    let held = std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(cb.server_dir().join("cowbell.pid"))
+        .unwrap();
+    assert_eq!(flock(&held, libc::LOCK_EX), 0);
+    let watchdogs: Vec<_> = (0..20)
+        .map(|_| {
+            let env = cb.env("pane.agent_detected");
+            let root = cb.plugin_root.clone();
+            std::thread::spawn(move || {
+                hooks::run_hook(&root, &[cowbell::bin(), "watchdog"], &env)
+                    .status
+                    .success()
+            })
+        })
+        .collect();
+    // Each looks for half a second before it takes the holder for a
+    // command; then all but one are done.
+    let deadline = Instant::now() + 5 * SECOND;
+    let running = || watchdogs.iter().filter(|w| !w.is_finished()).count();
+    while running() > 1 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(running(), 1, "watchdogs still waiting for the command");
+    drop(held);
+    assert!(watchdogs.into_iter().all(|w| w.join().unwrap()));
+    cb.wait_for_daemon(3 * SECOND);
+    assert_eq!(cb.daemons().len(), 1, "{:?}", cb.daemons());
+    cb.herdr.set_status(&pane, "working");
+    cb.expect_label(&tab, "🟡 api", 2 * SECOND);
+}
+
 /// A `--replace` while the daemon gives names back for `off` against a
 /// slow herdr: the restore goes on and the daemon exits after it, so the
 /// hook must not say only that the old daemon stays.
