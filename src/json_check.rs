@@ -47,7 +47,15 @@ pub const MAX_DEPTH: usize = 128;
 /// some 40 bytes per open bracket, even in a field it skips, so a 4 MiB
 /// line of `[` would take it 170 MB.
 pub fn nesting_is_shallow(text: &[u8]) -> bool {
-    let mut depth = 0usize;
+    shape_is_small(text, usize::MAX)
+}
+
+/// `nesting_is_shallow`, and no array holds more than `max_elements`. A
+/// typed field keeps every element, 8 bytes a number and twice that while
+/// its `Vec` grows, so 8 MiB of `0,` would take miniserde 100 MB.
+pub fn shape_is_small(text: &[u8], max_elements: usize) -> bool {
+    // Per open bracket: in an array, the commas seen at its own level.
+    let mut open: Vec<Option<usize>> = Vec::new();
     let mut in_string = false;
     let mut escaped = false;
     for &byte in text {
@@ -64,12 +72,22 @@ pub fn nesting_is_shallow(text: &[u8]) -> bool {
         match byte {
             b'"' => in_string = true,
             b'[' | b'{' => {
-                depth += 1;
-                if depth > MAX_DEPTH {
+                if open.len() == MAX_DEPTH {
                     return false;
                 }
+                open.push((byte == b'[').then_some(0));
             }
-            b']' | b'}' => depth = depth.saturating_sub(1),
+            b']' | b'}' => {
+                open.pop();
+            }
+            b',' => {
+                if let Some(Some(commas)) = open.last_mut() {
+                    *commas += 1;
+                    if *commas >= max_elements {
+                        return false;
+                    }
+                }
+            }
             _ => {}
         }
     }
@@ -1134,6 +1152,18 @@ mod tests {
                 "9".repeat(38)
             )
         );
+    }
+
+    #[test]
+    fn shape_is_small_counts_the_elements_of_each_array_on_its_own() {
+        let array = |n: usize| format!("[{}]", vec!["[1,2]"; n].join(","));
+        assert!(shape_is_small(array(64).as_bytes(), 64));
+        assert!(!shape_is_small(array(65).as_bytes(), 64));
+        // Commas in objects and strings are not elements.
+        let object = format!("{{{}}}", vec![r#""k":"a,b,c""#; 100].join(","));
+        assert!(shape_is_small(format!("[{object}]").as_bytes(), 2));
+        assert!(shape_is_small(b"[]", 1));
+        assert!(!shape_is_small(b"[1,2]", 1));
     }
 
     #[test]
