@@ -1539,12 +1539,10 @@ fn a_second_replace_during_a_handover_keeps_the_fresh_daemon() {
     assert_eq!(cb.daemons(), [fresh]);
 }
 
-/// A startup hook beside a command that holds the lock and never lets go
-/// (a `cowbell sync` stopped with Ctrl-Z): the hook waits the 15 s a
-/// command against a slow herdr may take, then gives up and says why.
-#[test]
-fn a_replace_beside_a_stuck_command_gives_up_after_fifteen_seconds() {
-    let (cb, _, _, old) = blocked_api(1.0);
+/// A blocked "api" whose daemon was killed, and its pidfile locked and
+/// emptied by the test, as a short cowbell command holds it.
+fn pidfile_held_without_a_daemon() -> (Cowbell, String, String, std::fs::File) {
+    let (cb, tab, pane, old) = blocked_api(1.0);
     cowbell::signal(old, libc::SIGKILL);
     assert!(cowbell::wait_dead(old, 2 * SECOND));
     let held = std::fs::OpenOptions::new()
@@ -1553,6 +1551,15 @@ fn a_replace_beside_a_stuck_command_gives_up_after_fifteen_seconds() {
         .open(cb.server_dir().join("cowbell.pid"))
         .unwrap();
     assert_eq!(flock(&held, libc::LOCK_EX), 0);
+    (cb, tab, pane, held)
+}
+
+/// A startup hook beside a command that holds the lock and never lets go
+/// (a `cowbell sync` stopped with Ctrl-Z): the hook waits the 15 s a
+/// command against a slow herdr may take, then gives up and says why.
+#[test]
+fn a_replace_beside_a_stuck_command_gives_up_after_fifteen_seconds() {
+    let (cb, _, _, _held) = pidfile_held_without_a_daemon();
     let asked = Instant::now();
     let replace = cb.run(&["daemon", "--replace"]);
     let took = asked.elapsed();
@@ -1572,15 +1579,7 @@ fn a_replace_beside_a_stuck_command_gives_up_after_fifteen_seconds() {
 /// once rather than holding herdr's 32 command slots for up to 15 s.
 #[test]
 fn one_watchdog_waits_beside_a_slow_command_and_the_rest_finish() {
-    let (cb, tab, pane, old) = blocked_api(1.0);
-    cowbell::signal(old, libc::SIGKILL);
-    assert!(cowbell::wait_dead(old, 2 * SECOND));
-    let held = std::fs::OpenOptions::new()
-        .write(true)
-        .truncate(true)
-        .open(cb.server_dir().join("cowbell.pid"))
-        .unwrap();
-    assert_eq!(flock(&held, libc::LOCK_EX), 0);
+    let (cb, tab, pane, held) = pidfile_held_without_a_daemon();
     let watchdogs: Vec<_> = (0..20)
         .map(|_| {
             let env = cb.env("pane.agent_detected");
