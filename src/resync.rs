@@ -600,6 +600,10 @@ impl Tracker {
                         (true, false) => record.base.clone(),
                         (false, false) if tab.label == record.seen => record.base.clone(),
                         (false, false) => foreign_base(record, &tab.label, labeler),
+                        // Unchanged since cowbell looked, which a resync
+                        // would renumber: a number given back earlier, as
+                        // a name herdr no longer moves.
+                        (false, true) if tab.label == record.seen => tab.number.to_string(),
                         // An icon before a number is a position a killed
                         // daemon wrote and never saved: the one now.
                         (false, true) => match labeler.strip(&tab.label) {
@@ -1081,6 +1085,40 @@ mod tests {
         let plan = next.resync(&tabs, &s, now);
         assert_eq!(renames(&plan), [("w1:t1", "🔴 2024")]);
         assert!(!next.tabs["w1:t1"].auto_named);
+    }
+
+    /// A number an earlier `off` gave back is a name to herdr, which no
+    /// longer moves it; cowbell tracks the tab as auto-named all the same
+    /// (it shows its position). Moved before a resync could renumber it, a
+    /// restore gives the position, as that resync would.
+    #[test]
+    fn a_restore_renumbers_a_moved_auto_named_tab_it_never_renamed() {
+        let mut s = settings();
+        s.include_auto_named = true;
+        let now = Instant::now();
+        let mut tabs = vec![tab("w1:t3", 3, "3", Status::Idle)];
+        let tracker = tracking(&mut tabs, &s, now);
+        assert!(tracker.tabs["w1:t3"].auto_named);
+        assert_eq!(tracker.tabs["w1:t3"].written, None);
+        tabs[0].number = 1;
+        let restore = tracker.clone().restore_plan(&tabs, &s.labeler, false, now);
+        assert_eq!(
+            restore,
+            [Rename {
+                tab_id: "w1:t3".into(),
+                label: "1".into()
+            }]
+        );
+        assert_eq!(
+            renames(&tracker.clone().resync(&tabs, &s, now)),
+            [("w1:t3", "1")]
+        );
+        // Renamed since cowbell looked: the new name stays.
+        tabs[0].label = "notes".into();
+        assert_eq!(
+            tracker.clone().restore_plan(&tabs, &s.labeler, false, now),
+            []
+        );
     }
 
     /// Without a crash, an icon before a number cowbell did not write is

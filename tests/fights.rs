@@ -1140,6 +1140,42 @@ fn restoring_after_a_crash_writes_the_current_position_too() {
     assert_eq!(cb.herdr.label(&t1), "2", "{}", outcome.stdout);
 }
 
+/// A number an `off` gave back is a name to herdr, which no longer moves
+/// it. Turned on again, cowbell tracks the tab as auto-named (it shows its
+/// position) and, idle, never renames it. Moved while no daemon runs, the
+/// next `off` writes the new position, as the next daemon's resync would.
+#[test]
+fn off_after_a_kill_renumbers_a_given_back_number_that_moved() {
+    let cb = Cowbell::new();
+    cb.write_config(r#"{"include_auto_named": true}"#);
+    let (api, _) = cb.tab(Some("api"));
+    let (_, _) = cb.tab(None);
+    let (t3, p3) = cb.tab(None);
+    cb.herdr.set_status(&p3, "blocked");
+    cb.startup();
+    cb.expect_label(&t3, "🔴 3", 2 * SECOND);
+    assert!(cb.run_as(&["off"], "action").status.success());
+    assert_eq!(cb.herdr.label(&t3), "3");
+    cb.herdr.set_status(&p3, "unknown");
+    assert!(cb.run_as(&["on"], "action").status.success());
+    let pid = cb.wait_for_daemon(2 * SECOND);
+    // On record, untouched: auto-named, seen as "3", never written.
+    let entry = format!(
+        r#""{t3}":{{"base":"3","written":null,"seen":"3","pending":null,"auto_named":true"#
+    );
+    let on_record = cb
+        .herdr
+        .wait_until(3 * SECOND, |_| cb.state_json().contains(&entry));
+    assert!(on_record, "{}", cb.state_json());
+    cowbell::signal(pid, libc::SIGKILL);
+    assert!(cowbell::wait_dead(pid, 2 * SECOND));
+    cb.herdr.move_tab(&t3, 1);
+    let outcome = cb.run_as(&["off"], "action");
+    assert!(outcome.status.success(), "off failed: {}", outcome.stderr);
+    assert_eq!(cb.herdr.label(&t3), "1", "log:\n{}", cb.log());
+    assert_eq!(cb.herdr.label(&api), "api");
+}
+
 // ---------------------------------------------------------------------------
 // Spinner (unscaled: the scale would divide the frame interval too)
 // ---------------------------------------------------------------------------
