@@ -365,6 +365,7 @@ pub fn start(paths: &Paths, replace: bool, foreground: bool) -> io::Result<Start
             ))));
         }
     };
+    let mut detached = false;
     let lock = match try_lock_patiently(paths)? {
         Holder::Free(lock) => lock,
         Holder::Held(_) if replace => match take_over(paths)? {
@@ -376,16 +377,20 @@ pub fn start(paths: &Paths, replace: bool, foreground: bool) -> io::Result<Start
         // on its way out. No daemon runs, and one must once it lets go;
         // unless cowbell is off, when the holder is giving names back and
         // there is nothing to start (a watchdog must not wait in one of
-        // herdr's 32 command slots for it). One start waits, and the
-        // others leave it to that one: an agent detected in every pane
-        // during a slow `sync` would fill the slots. A wait file that
-        // cannot be had (no descriptor to spare) means waiting as before.
+        // herdr's 32 command slots for it). A detached start waits as the
+        // daemon-to-be, not in its launching command: one watchdog per
+        // agent detected during a slow `sync` would fill the slots.
         Holder::Held(None) if !state::peek_off(&paths.state_file()).unwrap_or(false) => {
-            let waiting = files::open_private(&paths.wait_file(), false).ok();
-            if let Some(waiting) = &waiting
-                && !sys::try_lock_exclusive(waiting.as_fd()).unwrap_or(true)
-            {
-                return Ok(Started::AlreadyRunning(None));
+            if !foreground {
+                match sys::fork() {
+                    Ok(sys::Forked::Parent) => return Ok(Started::Detached),
+                    Ok(sys::Forked::Child) => {
+                        detach()?;
+                        detached = true;
+                    }
+                    // Then it waits here, as a foreground start does.
+                    Err(_) => {}
+                }
             }
             match try_lock_after_commands(paths, STOP_WAIT)? {
                 Holder::Free(lock) => lock,
@@ -410,7 +415,9 @@ pub fn start(paths: &Paths, replace: bool, foreground: bool) -> io::Result<Start
     if loaded.0.off {
         return Ok(Started::Off(lock));
     }
-    if !foreground {
+    if detached {
+        sys::close_inherited(lock.file.as_fd());
+    } else if !foreground {
         match sys::fork() {
             Err(error) => {
                 return Ok(Started::Failed(Failed::CannotFork {

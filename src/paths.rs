@@ -84,12 +84,6 @@ impl Paths {
         self.server_dir.join(PID_FILE)
     }
 
-    /// Locked by the one start that waits for a pidless holder of the
-    /// pidfile (see `daemon::start`).
-    pub fn wait_file(&self) -> PathBuf {
-        self.server_dir.join("cowbell.wait")
-    }
-
     pub fn log_file(&self) -> PathBuf {
         self.server_dir.join("cowbell.log")
     }
