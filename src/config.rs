@@ -774,7 +774,14 @@ mod tests {
 
     #[test]
     fn an_icon_that_shows_nothing_is_refused() {
-        for icon in [r"\ufe0f\ufe0f", " ", r"  \u3000", r"\u200b", r" \u0301"] {
+        for icon in [
+            r"\ufe0f\ufe0f",
+            " ",
+            r"  \u3000",
+            r"\u200b",
+            r" \u0301",
+            r"\u2800",
+        ] {
             let (config, messages) = messages(&format!(r#"{{"icons": {{"done": "{icon}"}}}}"#));
             assert_eq!(messages.len(), 1, "{icon}: {messages:?}");
             assert!(messages[0].contains("shows something"), "{messages:?}");

@@ -54,8 +54,12 @@ pub fn nesting_is_shallow(text: &[u8]) -> bool {
 /// typed field keeps every element, 8 bytes a number and twice that while
 /// its `Vec` grows, so 8 MiB of `0,` would take miniserde 100 MB.
 pub fn shape_is_small(text: &[u8], max_elements: usize) -> bool {
-    // Per open bracket: in an array, the commas seen at its own level.
-    let mut open: Vec<Option<usize>> = Vec::new();
+    // Per open bracket: in an array, the commas seen at its own level;
+    // `OBJECT` in an object. On the stack: this runs on every line herdr
+    // sends.
+    const OBJECT: usize = usize::MAX;
+    let mut open = [0usize; MAX_DEPTH];
+    let mut depth = 0;
     let mut in_string = false;
     let mut escaped = false;
     for &byte in text {
@@ -72,20 +76,17 @@ pub fn shape_is_small(text: &[u8], max_elements: usize) -> bool {
         match byte {
             b'"' => in_string = true,
             b'[' | b'{' => {
-                if open.len() == MAX_DEPTH {
+                if depth == MAX_DEPTH {
                     return false;
                 }
-                open.push((byte == b'[').then_some(0));
+                open[depth] = if byte == b'[' { 0 } else { OBJECT };
+                depth += 1;
             }
-            b']' | b'}' => {
-                open.pop();
-            }
-            b',' => {
-                if let Some(Some(commas)) = open.last_mut() {
-                    *commas += 1;
-                    if *commas >= max_elements {
-                        return false;
-                    }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            b',' if depth > 0 && open[depth - 1] != OBJECT => {
+                open[depth - 1] += 1;
+                if open[depth - 1] >= max_elements {
+                    return false;
                 }
             }
             _ => {}

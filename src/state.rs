@@ -138,10 +138,16 @@ pub fn decode(text: &str) -> Result<State, String> {
     if !crate::json_check::nesting_is_shallow(text.as_bytes()) {
         return Err(not_a_state_file(text));
     }
+    // A newer cowbell's file is named as such, whatever else is wrong.
+    let newer = || match json::from_str::<VersionOnly>(text) {
+        Ok(VersionOnly { version: Some(v) }) if v != VERSION => {
+            Some(format!("unknown format version {v}"))
+        }
+        _ => None,
+    };
     if !crate::json_check::shape_is_small(text.as_bytes(), MAX_ARRAY_ELEMENTS) {
-        return Err(format!(
-            "more than {MAX_ARRAY_ELEMENTS} elements in one array"
-        ));
+        return Err(newer()
+            .unwrap_or_else(|| format!("more than {MAX_ARRAY_ELEMENTS} elements in one array")));
     }
     match json::from_str::<StateFile>(text) {
         Ok(file) if file.version == VERSION => Ok(State {
@@ -150,12 +156,7 @@ pub fn decode(text: &str) -> Result<State, String> {
             tabs: file.tabs,
         }),
         Ok(file) => Err(format!("unknown format version {}", file.version)),
-        Err(_) => match json::from_str::<VersionOnly>(text) {
-            Ok(VersionOnly { version: Some(v) }) if v != VERSION => {
-                Err(format!("unknown format version {v}"))
-            }
-            _ => Err(not_a_state_file(text)),
-        },
+        Err(_) => Err(newer().unwrap_or_else(|| not_a_state_file(text))),
     }
 }
 
@@ -697,6 +698,17 @@ mod tests {
         assert_eq!(
             decode(r#"{"version":7}"#),
             Err("unknown format version 7".to_string())
+        );
+        // Even when it holds what this version would refuse.
+        let long = format!(
+            r#"{{"version":7,"tabs":{{"a":{{"fights_ms":[{}]}}}}}}"#,
+            "0,".repeat(99) + "0"
+        );
+        assert_eq!(decode(&long), Err("unknown format version 7".to_string()));
+        let long = long.replace("\"version\":7", "\"version\":1");
+        assert_eq!(
+            decode(&long),
+            Err("more than 64 elements in one array".to_string())
         );
     }
 
