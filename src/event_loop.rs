@@ -1454,10 +1454,7 @@ impl EventLoop {
                 plan.renames.len()
             ));
         }
-        // New tabs are saved before their renames go out: killed in
-        // between, the daemon would leave icons on tabs no state.json
-        // knows, which `off` does not touch.
-        if plan.new_tabs > 0 && !plan.renames.is_empty() {
+        if plan.save_first() {
             self.save();
         }
         self.renames_outstanding += plan.renames.len();

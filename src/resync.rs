@@ -237,6 +237,9 @@ pub struct Plan {
     pub frames: usize,
     /// How many tabs are tracked from this resync on.
     pub new_tabs: usize,
+    /// How many renames give an auto-named tab its new position bare (a
+    /// status without an icon): see `save_first`.
+    pub bare_numbers: usize,
     /// How many tabs wait for the retry of a failed rename.
     pub waiting: usize,
 }
@@ -249,6 +252,15 @@ impl Plan {
             && self.frames == self.renames.len()
             && self.notes.is_empty()
             && self.new_tabs == 0
+    }
+
+    /// Whether the state must be on disk before the renames go out, as
+    /// what they send is then saved as `pending`. Killed in between, a
+    /// daemon would leave labels that no state.json knows for cowbell's:
+    /// icons on new tabs, which `off` would not touch, and bare positions,
+    /// which read as names (a person may name a tab "2024").
+    pub fn save_first(&self) -> bool {
+        !self.renames.is_empty() && (self.new_tabs > 0 || self.bare_numbers > 0)
     }
 
     /// Nothing for the log: a quiet resync, or one that found every tab
@@ -409,6 +421,9 @@ impl Tracker {
         let wanted = wanted_label(record, settings, self.spinner_frame);
         if wanted != tab.label {
             record.remember_sent(&wanted, now);
+            if record.auto_named && wanted == record.base {
+                plan.bare_numbers += 1;
+            }
             // A new spinner frame over an old one changes neither icon nor
             // name: it is not a rename another plugin could be provoked by.
             if is_spinner_frame(&wanted, &record.base, labeler)
@@ -1119,6 +1134,40 @@ mod tests {
             tracker.clone().restore_plan(&tabs, &s.labeler, false, now),
             []
         );
+    }
+
+    /// A move gives an idle auto-named tab its new position bare, which a
+    /// later process could not tell from a name: the plan asks for a save
+    /// first. An icon in front says whose it is, and asks for none.
+    #[test]
+    fn a_bare_renumbering_is_saved_before_it_goes_out() {
+        let mut s = settings();
+        s.include_auto_named = true;
+        let now = Instant::now();
+        let mut tabs = vec![
+            tab("w1:t1", 1, "1", Status::Blocked),
+            tab("w1:t3", 3, "3", Status::Idle),
+        ];
+        let mut tracker = tracking(&mut tabs, &s, now);
+        assert_eq!(tabs[0].label, "🔴 1");
+        // A number given back earlier: herdr no longer moves it.
+        tabs[1].number = 2;
+        let plan = tracker.resync(&tabs, &s, now);
+        assert_eq!(renames(&plan), [("w1:t3", "2")]);
+        assert!(plan.save_first());
+        assert_eq!(tracker.tabs["w1:t3"].unconfirmed(), Some("2"));
+        apply(&mut tracker, &mut tabs, &plan.renames);
+        tabs[0].number = 2;
+        tabs[1].number = 1;
+        tabs[1].label = "2".into();
+        let plan = tracker.resync(&tabs, &s, now);
+        assert_eq!(renames(&plan), [("w1:t1", "🔴 2"), ("w1:t3", "1")]);
+        assert_eq!(plan.bare_numbers, 1);
+        apply(&mut tracker, &mut tabs, &plan.renames);
+        tabs[0].number = 1;
+        let plan = tracker.resync(&tabs, &s, now);
+        assert_eq!(renames(&plan), [("w1:t1", "🔴 1")]);
+        assert!(!plan.save_first());
     }
 
     /// Without a crash, an icon before a number cowbell did not write is

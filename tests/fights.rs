@@ -1176,6 +1176,47 @@ fn off_after_a_kill_renumbers_a_given_back_number_that_moved() {
     assert_eq!(cb.herdr.label(&api), "api");
 }
 
+/// A renumbering to a bare number (the tab idle, a number given back
+/// earlier as its name) that herdr applied but had not answered when the
+/// daemon was SIGKILLed: on record as pending, so it is cowbell's own, and
+/// after one more move with no daemon `off` writes the position of now.
+#[test]
+fn off_after_a_kill_between_a_bare_renumbering_and_its_answer_writes_the_position() {
+    let cb = Cowbell::new();
+    cb.write_config(r#"{"include_auto_named": true}"#);
+    let (_, _) = cb.tab(None);
+    let (t2, _) = cb.tab(None);
+    let (t3, p3) = cb.tab(None);
+    // An icon, then none: t3 keeps "3" from cowbell as a name.
+    cb.herdr.set_status(&p3, "blocked");
+    cb.startup();
+    let pid = cb.wait_for_daemon(2 * SECOND);
+    cb.expect_label(&t3, "🔴 3", 2 * SECOND);
+    cb.herdr.set_status(&p3, "unknown");
+    cb.expect_label(&t3, "3", 2 * SECOND);
+    cb.wait_state_saved(&[&t3]);
+    // herdr applies the renumbering at once but answers late.
+    cb.herdr.set_late_answer(Some("tab.rename"), 2 * SECOND);
+    cb.herdr.move_tab(&t3, 2);
+    cb.expect_label(&t3, "2", 2 * SECOND);
+    cowbell::signal(pid, libc::SIGKILL);
+    assert!(cowbell::wait_dead(pid, 2 * SECOND));
+    cb.herdr.set_late_answer(None, Duration::ZERO);
+    let state = cb.state_json();
+    assert!(!state.contains(r#""written":"2""#), "{state}");
+    cb.herdr.move_tab(&t3, 1);
+    let outcome = cb.run(&["off"]);
+    assert!(outcome.status.success(), "off failed: {}", outcome.stderr);
+    assert_eq!(cb.herdr.label(&t2), "3", "{}", outcome.stdout);
+    assert_eq!(
+        cb.herdr.label(&t3),
+        "1",
+        "{}\nstate before: {state}\nlog:\n{}",
+        outcome.stdout,
+        cb.log()
+    );
+}
+
 // ---------------------------------------------------------------------------
 // Spinner (unscaled: the scale would divide the frame interval too)
 // ---------------------------------------------------------------------------
