@@ -381,9 +381,14 @@ impl Tracker {
         let Some(record) = self.tabs.get_mut(&tab.tab_id) else {
             return;
         };
-        record
-            .sent
-            .retain(|sent| now.saturating_duration_since(sent.at) <= ECHO_MEMORY);
+        // Not at the first look after a connection: a label an earlier
+        // process sent (state.json's `pending`, dated when it was read) is
+        // cowbell's however long herdr took to come back.
+        if !self.looked_away {
+            record
+                .sent
+                .retain(|sent| now.saturating_duration_since(sent.at) <= ECHO_MEMORY);
+        }
         if tab.label != record.seen {
             notice_label_change(record, tab, self.looked_away, settings, now, plan);
             record.seen = tab.label.clone();
@@ -1168,6 +1173,26 @@ mod tests {
         let plan = tracker.resync(&tabs, &s, now);
         assert_eq!(renames(&plan), [("w1:t1", "🔴 1")]);
         assert!(!plan.save_first());
+    }
+
+    /// A bare number a killed process sent, loaded as pending, is still
+    /// cowbell's when herdr comes back only minutes later.
+    #[test]
+    fn a_pending_bare_number_is_cowbells_at_a_first_look_minutes_later() {
+        let mut s = settings();
+        s.include_auto_named = true;
+        let loaded = Instant::now();
+        let mut tabs = vec![tab("w1:t3", 3, "3", Status::Idle)];
+        let mut tracker = tracking(&mut tabs, &s, loaded);
+        let record = tracker.tabs.get_mut("w1:t3").unwrap();
+        record.remember_unconfirmed("2", loaded);
+        record.left_by_killed_daemon = true;
+        tracker.looked_away = true;
+        tabs[0] = tab("w1:t3", 1, "2", Status::Idle);
+        let later = loaded + 3 * ECHO_MEMORY;
+        let plan = tracker.resync(&tabs, &s, later);
+        assert_eq!(renames(&plan), [("w1:t3", "1")]);
+        assert!(tracker.tabs["w1:t3"].auto_named);
     }
 
     /// Without a crash, an icon before a number cowbell did not write is
