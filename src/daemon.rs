@@ -356,7 +356,7 @@ pub fn start(paths: &Paths, replace: bool, foreground: bool) -> io::Result<Start
     let reserve = (0..START_DESCRIPTORS)
         .map(|_| File::open("/dev/null"))
         .collect::<io::Result<Vec<File>>>();
-    let reserve = match reserve {
+    let mut reserve = match reserve {
         Ok(reserve) => reserve,
         Err(error) => {
             return Ok(Started::Failed(Failed::Unchanged(io::Error::new(
@@ -386,6 +386,11 @@ pub fn start(paths: &Paths, replace: bool, foreground: bool) -> io::Result<Start
                     Ok(sys::Forked::Parent) => return Ok(Started::Detached),
                     Ok(sys::Forked::Child) => {
                         detach()?;
+                        // Nothing the launcher let it inherit stays open
+                        // for the wait (the reserve matters only to a
+                        // handover).
+                        reserve.clear();
+                        sys::close_inherited(std::io::stdin().as_fd());
                         detached = true;
                     }
                     // Then it waits here, as a foreground start does.
@@ -394,7 +399,16 @@ pub fn start(paths: &Paths, replace: bool, foreground: bool) -> io::Result<Start
             }
             match try_lock_after_commands(paths, STOP_WAIT)? {
                 Holder::Free(lock) => lock,
-                Holder::Held(pid) => return Ok(Started::AlreadyRunning(pid)),
+                Holder::Held(pid) => {
+                    // Its command has ended: only the log can say so.
+                    if detached && pid.is_none() {
+                        Log::open(paths.log_file()).line_fmt(format_args!(
+                            "no daemon started: a cowbell command held the pidfile for {} s",
+                            STOP_WAIT.as_secs()
+                        ));
+                    }
+                    return Ok(Started::AlreadyRunning(pid));
+                }
             }
         }
         Holder::Held(pid) => return Ok(Started::AlreadyRunning(pid)),
@@ -415,9 +429,7 @@ pub fn start(paths: &Paths, replace: bool, foreground: bool) -> io::Result<Start
     if loaded.0.off {
         return Ok(Started::Off(lock));
     }
-    if detached {
-        sys::close_inherited(lock.file.as_fd());
-    } else if !foreground {
+    if !foreground && !detached {
         match sys::fork() {
             Err(error) => {
                 return Ok(Started::Failed(Failed::CannotFork {

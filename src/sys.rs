@@ -378,8 +378,8 @@ pub fn redirect_stdio(target: BorrowedFd<'_>) -> io::Result<()> {
 
 /// Closes every descriptor above 2 but `keep`: whatever the launcher let
 /// the daemon inherit beyond its standard ones (a shell's `3>&1` onto a
-/// pipe someone reads to end of file, say). Called in the forked daemon
-/// before it opens anything else.
+/// pipe someone reads to end of file, say). Called in the forked daemon,
+/// or a start waiting detached, before it opens anything else.
 pub fn close_inherited(keep: BorrowedFd<'_>) {
     let keep = keep.as_raw_fd();
     // SAFETY: getrlimit fills a plain struct that outlives the call.
@@ -393,8 +393,8 @@ pub fn close_inherited(keep: BorrowedFd<'_>) {
         1024
     };
     for fd in (3..top).filter(|fd| *fd != keep) {
-        // SAFETY: no object in this process owns these descriptors: the
-        // daemon has opened nothing but `keep` yet, and close on a number
+        // SAFETY: no object in this process owns these descriptors: it
+        // has opened nothing but `keep` yet, and close on a number
         // that is not open only fails with EBADF.
         unsafe { libc::close(fd) };
     }

@@ -1611,6 +1611,45 @@ fn watchdogs_beside_a_slow_command_finish_and_one_daemon_starts_after_it() {
     cb.expect_label(&tab, "🟡 api", 2 * SECOND);
 }
 
+/// The same wait, from a launcher that leaks one more descriptor onto the
+/// pipe it reads (see `the_daemon_keeps_no_inherited_descriptor_open`):
+/// the detached waiter lets go of it at once, not when its wait ends.
+#[test]
+fn a_watchdog_waiting_detached_keeps_no_inherited_descriptor_open() {
+    use std::io::Read;
+    use std::os::fd::{FromRawFd, OwnedFd};
+    use std::os::unix::process::CommandExt;
+    let (cb, _, _, held) = pidfile_held_without_a_daemon();
+    let mut fds = [0; 2];
+    // SAFETY: pipe fills the two ints; no CLOEXEC, so the child inherits.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: both descriptors were just created and are owned here only.
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let write_raw = write.as_raw_fd();
+    let mut command = cb.launched(&["watchdog"], "pane.agent_detected");
+    // SAFETY: dup2 is async-signal-safe, as pre_exec requires.
+    unsafe {
+        command.pre_exec(move || {
+            libc::dup2(write_raw, 3);
+            Ok(())
+        });
+    }
+    assert!(command.status().unwrap().success());
+    drop(command);
+    drop(write);
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = std::fs::File::from(read).read_to_end(&mut Vec::new());
+        let _ = done.send(());
+    });
+    assert!(
+        finished.recv_timeout(3 * SECOND).is_ok(),
+        "the waiting watchdog keeps the launcher's fd 3 open"
+    );
+    drop(held);
+    cb.wait_for_daemon(3 * SECOND);
+}
+
 /// A `--replace` while the daemon gives names back for `off` against a
 /// slow herdr: the restore goes on and the daemon exits after it, so the
 /// hook must not say only that the old daemon stays.
