@@ -1616,34 +1616,10 @@ fn watchdogs_beside_a_slow_command_finish_and_one_daemon_starts_after_it() {
 /// the detached waiter lets go of it at once, not when its wait ends.
 #[test]
 fn a_watchdog_waiting_detached_keeps_no_inherited_descriptor_open() {
-    use std::io::Read;
-    use std::os::fd::{FromRawFd, OwnedFd};
-    use std::os::unix::process::CommandExt;
     let (cb, _, _, held) = pidfile_held_without_a_daemon();
-    let mut fds = [0; 2];
-    // SAFETY: pipe fills the two ints; no CLOEXEC, so the child inherits.
-    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
-    // SAFETY: both descriptors were just created and are owned here only.
-    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    let write_raw = write.as_raw_fd();
-    let mut command = cb.launched(&["watchdog"], "pane.agent_detected");
-    // SAFETY: dup2 is async-signal-safe, as pre_exec requires.
-    unsafe {
-        command.pre_exec(move || {
-            libc::dup2(write_raw, 3);
-            Ok(())
-        });
-    }
-    assert!(command.status().unwrap().success());
-    drop(command);
-    drop(write);
-    let (done, finished) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = std::fs::File::from(read).read_to_end(&mut Vec::new());
-        let _ = done.send(());
-    });
+    let leaked = run_leaking_fd_3(&cb, &["watchdog"], "pane.agent_detected");
     assert!(
-        finished.recv_timeout(3 * SECOND).is_ok(),
+        reaches_end_of_file(leaked, 3 * SECOND),
         "the waiting watchdog keeps the launcher's fd 3 open"
     );
     drop(held);
@@ -2338,18 +2314,29 @@ fn sigterm_during_the_reconnect_backoff_restores_names_once_herdr_is_back() {
 /// reader never sees end of file.
 #[test]
 fn the_daemon_keeps_no_inherited_descriptor_open() {
-    use std::io::Read;
-    use std::os::fd::{FromRawFd, OwnedFd};
-    use std::os::unix::process::CommandExt;
     let cb = Cowbell::new();
     cb.tab(Some("api"));
+    let leaked = run_leaking_fd_3(&cb, &["daemon", "--replace"], "startup");
+    cb.wait_for_daemon(2 * SECOND);
+    assert!(
+        reaches_end_of_file(leaked, 3 * SECOND),
+        "the daemon keeps the launcher's fd 3 open"
+    );
+}
+
+/// Runs cowbell `args` as herdr runs `event`'s command, with one more
+/// descriptor, 3, on a pipe; gives the pipe's read end back once the
+/// command has exited and the test's write end is closed.
+fn run_leaking_fd_3(cb: &Cowbell, args: &[&str], event: &str) -> std::os::fd::OwnedFd {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    use std::os::unix::process::CommandExt;
     let mut fds = [0; 2];
     // SAFETY: pipe fills the two ints; no CLOEXEC, so the child inherits.
     assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
     // SAFETY: both descriptors were just created and are owned here only.
     let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
     let write_raw = write.as_raw_fd();
-    let mut command = cb.launched(&["daemon", "--replace"], "startup");
+    let mut command = cb.launched(args, event);
     // SAFETY: dup2 is async-signal-safe, as pre_exec requires.
     unsafe {
         command.pre_exec(move || {
@@ -2358,18 +2345,18 @@ fn the_daemon_keeps_no_inherited_descriptor_open() {
         });
     }
     assert!(command.status().unwrap().success());
-    drop(command);
-    drop(write);
-    cb.wait_for_daemon(2 * SECOND);
+    read
+}
+
+/// Whether every writer of `read` lets go of it within `timeout`.
+fn reaches_end_of_file(read: std::os::fd::OwnedFd, timeout: Duration) -> bool {
+    use std::io::Read;
     let (done, finished) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let _ = std::fs::File::from(read).read_to_end(&mut Vec::new());
         let _ = done.send(());
     });
-    assert!(
-        finished.recv_timeout(3 * SECOND).is_ok(),
-        "the daemon keeps the launcher's fd 3 open"
-    );
+    finished.recv_timeout(timeout).is_ok()
 }
 
 /// A launcher that blocks signals (the mask survives fork and exec) must
