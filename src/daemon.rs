@@ -390,6 +390,7 @@ pub fn start(paths: &Paths, replace: bool, foreground: bool) -> io::Result<Start
                         // for the wait (the reserve matters only to a
                         // handover).
                         reserve.clear();
+                        // Standard input stands for "keep nothing above 2".
                         sys::close_inherited(std::io::stdin().as_fd());
                         detached = true;
                     }
