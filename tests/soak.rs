@@ -14,6 +14,24 @@
 //! one wall second is one minute of the specification's time: debounce
 //! 1.7 ms, heartbeat 1 s, idle exit 2 s, fight window 0.5 s) and
 //! `COWBELL_SOAK_SEED` replays a run (the seed is printed).
+//!
+//! `COWBELL_SOAK_CONFIG` soaks a configuration other than the default
+//! (unset: no config.json, as before). Tokens, separated by spaces or
+//! commas: `preset=<emoji|symbols|ascii|nerd|attention>`, `sep=<text>`
+//! (`%XX` is the byte XX, for what the shell or the token list would eat:
+//! `sep=%20-%20` is " - ", `%2C` a comma),
+//! `icons` (custom icons over the preset's, one of them "" for no icon),
+//! `spinner`, `auto` (`include_auto_named`), and `random`, which draws all
+//! of them from the seed and prints what it drew:
+//!
+//! ```text
+//! COWBELL_SOAK_CONFIG="preset=ascii sep=|" COWBELL_SOAK_SECONDS=60 \
+//!     cargo test --release --test soak -- --ignored --nocapture
+//! ```
+//!
+//! What a configuration must show comes from the tables below, written out
+//! here and checked against the README and src/labels.rs as text, so a
+//! wrong table in the binary fails the soak.
 
 mod support;
 
@@ -23,8 +41,10 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use support::cowbell::{self, Cowbell};
-use support::fake_herdr::Options;
-use support::invariants::{Names, assert_one_daemon, assert_restore, log_tail, wait_icons};
+use support::fake_herdr::{Options, quote};
+use support::invariants::{
+    Names, Shows, assert_one_daemon, assert_restore, log_tail, wait_icons_with,
+};
 
 const TABS: usize = 200;
 const SECOND: Duration = Duration::from_secs(1);
@@ -39,6 +59,117 @@ fn env_number(name: &str, default: f64) -> f64 {
 /// Icons of every preset a user (or another plugin) may leave in front of
 /// a name; cowbell strips them, so the name is what follows.
 const FOREIGN_ICONS: &[&str] = &["🔴", "🔵", "🟡", "●", "✓", "◐", "[!]", "[+]", "[~]"];
+
+/// Every preset's icons for blocked, done and working; idle and unknown
+/// show none in any preset.
+const PRESETS: [(&str, [&str; 3]); 5] = [
+    ("emoji", ["🔴", "🔵", "🟡"]),
+    ("symbols", ["●", "✓", "◐"]),
+    ("ascii", ["[!]", "[+]", "[~]"]),
+    ("nerd", ["\u{f06a}", "\u{f058}", "\u{f110}"]),
+    ("attention", ["🔴", "🔵", ""]),
+];
+
+/// The `icons` token: custom icons over the preset's ("" = no icon), none
+/// of them another icon followed by a space or the separator (README,
+/// "Custom icons that contain the separator").
+const CUSTOM_ICONS: [(&str, &str); 3] = [("blocked", "!!"), ("working", ""), ("idle", "zz")];
+
+/// Undoes `%XX` escapes.
+fn unescape(text: &str) -> String {
+    let (mut bytes, mut rest) = (Vec::new(), text.as_bytes());
+    while let Some((&byte, tail)) = rest.split_first() {
+        let hex = tail.get(..2).and_then(|h| std::str::from_utf8(h).ok());
+        match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+            Some(escaped) if byte == b'%' => (bytes.push(escaped), rest = &tail[2..]),
+            _ => (bytes.push(byte), rest = tail),
+        };
+    }
+    String::from_utf8(bytes).expect("sep= must be UTF-8")
+}
+
+/// `COWBELL_SOAK_CONFIG` as config.json (None: the default, no file) and
+/// what it shows.
+fn soak_config(text: &str, seed: u64) -> (Option<String>, Shows) {
+    let mut tokens: Vec<String> = text.split([' ', ',']).map(String::from).collect();
+    tokens.retain(|t| !t.is_empty());
+    if tokens.iter().any(|t| t == "random") {
+        let mut rng = Rng(seed ^ 2); // the seed is odd, so this is no 0
+        let separators = ["%20", "|", "%20-%20", "::"];
+        tokens = vec![
+            format!("preset={}", rng.pick(&PRESETS).0),
+            format!("sep={}", rng.pick(&separators)),
+        ];
+        for flag in ["icons", "spinner", "auto"] {
+            if rng.below(2) == 0 {
+                tokens.push(flag.into());
+            }
+        }
+        println!("soak: COWBELL_SOAK_CONFIG=\"{}\"", tokens.join(" "));
+    }
+    let mut shows = Shows::default();
+    if tokens.is_empty() {
+        return (None, shows);
+    }
+    let (mut preset, mut icons) = ("emoji", false);
+    for token in &tokens {
+        match token.split_once('=') {
+            Some(("preset", name)) => preset = name,
+            Some(("sep", sep)) => shows.separator = unescape(sep),
+            None if token == "icons" => icons = true,
+            None if token == "spinner" => shows.spinner = true,
+            None if token == "auto" => shows.auto_named = true,
+            _ => panic!("COWBELL_SOAK_CONFIG: unknown token {token:?}"),
+        }
+    }
+    let (_, three) = PRESETS.iter().find(|p| p.0 == preset).expect(preset);
+    shows.icons = ["blocked", "done", "working"]
+        .into_iter()
+        .zip(*three)
+        .collect();
+    let mut json = format!(
+        "{{\"preset\": {}, \"separator\": {}, \"spinner\": {}, \"include_auto_named\": {}",
+        quote(preset),
+        quote(&shows.separator),
+        shows.spinner,
+        shows.auto_named
+    );
+    if icons {
+        let mut each = Vec::new();
+        for (status, icon) in CUSTOM_ICONS {
+            shows.icons.insert(status, icon);
+            each.push(format!("{}: {}", quote(status), quote(icon)));
+        }
+        json += &format!(", \"icons\": {{{}}}", each.join(", "));
+    }
+    (Some(json + "}"), shows)
+}
+
+/// The oracle against the places that spell the presets out, read as
+/// text (not called: the check must not trust the code under test).
+#[test]
+fn preset_oracle_matches_readme_and_labels_rs() {
+    let read = |file| std::fs::read_to_string(format!("{}/{file}", env!("CARGO_MANIFEST_DIR")));
+    let (readme, labels) = (read("README.md").unwrap(), read("src/labels.rs").unwrap());
+    for (name, [a, b, c]) in PRESETS {
+        // `name: "nerd",` and, a line later, `icons: ["\u{f06a}", ...],`,
+        // which is how `{:?}` writes the array.
+        let entry = labels.split(&format!("name: {name:?},")).nth(1).unwrap();
+        let icons = format!("icons: {:?},", [a, b, c, "", ""]);
+        assert!(
+            entry.split("},").next().unwrap().contains(&icons),
+            "{icons}"
+        );
+        // The README's `preset` row spells out emoji, symbols and ascii.
+        let row = readme.split(&format!("`{name}` (")).nth(1).unwrap();
+        let said = row.split(')').next().unwrap();
+        match name {
+            "nerd" => assert_eq!(said, "Nerd Font glyphs"),
+            "attention" => assert!(said.starts_with("only blocked and done") && c.is_empty()),
+            _ => assert!([a, b, c].iter().all(|i| said.contains(i)), "README, {name}"),
+        }
+    }
+}
 
 #[derive(Default)]
 struct Counts {
@@ -74,6 +205,8 @@ struct Soak {
     names: Names,
     rng: Rng,
     counts: Counts,
+    /// What the configuration under soak shows.
+    shows: Shows,
     /// When the user last renamed a tab: renaming one tab by hand again
     /// within the fight span would rightly start a cool-down (spec), so
     /// the soak leaves such a tab alone for a while.
@@ -138,7 +271,17 @@ impl Soak {
                     .last_user_rename
                     .get(&tab)
                     .is_some_and(|at| at.elapsed() < self.fight_span);
-                if !recent {
+                // README, Limitations: a rename in the millisecond between
+                // cowbell's `tab.list` and its rename is lost, and "with the
+                // spinner on, the moment comes every frame of a working tab".
+                let spinning = self.shows.spinner
+                    && self
+                        .cb
+                        .herdr
+                        .tabs()
+                        .iter()
+                        .any(|t| t.tab_id == tab && t.status == "working");
+                if !recent && !spinning {
                     let (name, base) = self.fresh_name();
                     self.cb.herdr.rename_tab(&tab, &name);
                     self.names.set(&tab, &base);
@@ -306,7 +449,7 @@ impl Soak {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        if let Err(why) = wait_icons(&self.cb, &self.names, within) {
+        if let Err(why) = wait_icons_with(&self.cb, &self.names, &self.shows, within) {
             self.fail("icons", &why);
         }
     }
@@ -344,12 +487,28 @@ fn soak_random_events_and_faults_against_200_tabs() {
             .max(Duration::from_millis(1)),
         ..Options::default()
     };
+    // The oracle below must agree with the README and src/labels.rs.
+    preset_oracle_matches_readme_and_labels_rs();
     let cb = Cowbell::with(options, scale);
+    let config = std::env::var("COWBELL_SOAK_CONFIG").unwrap_or_default();
+    let (json, shows) = soak_config(&config, seed);
+    if let Some(json) = json {
+        println!("soak: config.json {json}");
+        cb.write_config(&json);
+        // A typo of the soak's own must not pass for a cowbell defect.
+        let check = cb.run(&["config", "check"]);
+        assert!(
+            check.status.success() && check.stderr.is_empty(),
+            "config check: {}",
+            check.stderr
+        );
+    }
     let mut soak = Soak {
         cb,
         names: Names::new(),
         rng: Rng(seed),
         counts: Counts::default(),
+        shows,
         last_user_rename: BTreeMap::new(),
         fight_span: Duration::from_secs(150).div_f64(scale),
         next_name: 0,

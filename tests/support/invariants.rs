@@ -33,6 +33,59 @@ pub fn wanted(status: &str, base: &str) -> String {
     }
 }
 
+/// What a configuration makes tabs show, for the soak's configurations;
+/// `Shows::default()` is the default one, as `wanted` knows it.
+#[derive(Clone, Debug)]
+pub struct Shows {
+    /// Status to icon; a status missing here shows none.
+    pub icons: BTreeMap<&'static str, &'static str>,
+    pub separator: String,
+    /// README: "working tabs show a braille spinner instead of the static
+    /// icon", whichever frame is up.
+    pub spinner: bool,
+    /// `include_auto_named`: a tab herdr named by position gets an icon in
+    /// front of its position too (a restore gives it the position, as
+    /// `name_mismatches` wants anyway).
+    pub auto_named: bool,
+}
+
+/// The spinner's braille frames (README, Limitations: "`⠹ build`").
+pub const SPINNER: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
+
+impl Default for Shows {
+    fn default() -> Shows {
+        let statuses = ["blocked", "done", "working"];
+        Shows {
+            icons: statuses.into_iter().map(|s| (s, icon(s))).collect(),
+            separator: " ".into(),
+            spinner: false,
+            auto_named: false,
+        }
+    }
+}
+
+impl Shows {
+    /// The label a tab should show; `<spinner>` stands for any frame.
+    pub fn wanted(&self, status: &str, base: &str) -> String {
+        let icon = match self.spinner && status == "working" {
+            true => "<spinner>",
+            false => self.icons.get(status).copied().unwrap_or(""),
+        };
+        match icon {
+            "" => base.to_string(),
+            icon => format!("{icon}{}{base}", self.separator),
+        }
+    }
+
+    /// `label` is `want` (from `wanted`), with any frame for `<spinner>`.
+    fn accepts(&self, want: &str, label: &str) -> bool {
+        match want.strip_prefix("<spinner>") {
+            Some(rest) => SPINNER.iter().any(|f| label.strip_prefix(f) == Some(rest)),
+            None => label == want,
+        }
+    }
+}
+
 /// The real name of every tab that has one. A tab missing here was named
 /// by herdr (its label is its position) and cowbell must leave it alone.
 #[derive(Clone, Debug, Default)]
@@ -72,13 +125,24 @@ impl Names {
 
     /// Every tab whose label is not what it should show: (tab, have, want).
     pub fn icon_mismatches(&self, snapshot: &Snapshot) -> Vec<(String, String, String)> {
+        self.icon_mismatches_with(snapshot, &Shows::default())
+    }
+
+    /// The same under the configuration `shows`.
+    pub fn icon_mismatches_with(
+        &self,
+        snapshot: &Snapshot,
+        shows: &Shows,
+    ) -> Vec<(String, String, String)> {
         let mut wrong = Vec::new();
         for tab in &snapshot.tabs {
+            let number = tab.number.to_string();
             let want = match self.get(&tab.tab_id) {
-                Some(base) => wanted(&tab.status, base),
-                None => tab.number.to_string(),
+                Some(base) => shows.wanted(&tab.status, base),
+                None if shows.auto_named => shows.wanted(&tab.status, &number),
+                None => number,
             };
-            if tab.label != want {
+            if !shows.accepts(&want, &tab.label) {
                 wrong.push((tab.tab_id.clone(), tab.label.clone(), want));
             }
         }
@@ -137,13 +201,21 @@ pub fn log_tail(cb: &Cowbell, lines: usize) -> String {
 /// Waits until every tab shows the icon of its status; `Err` says which
 /// did not.
 pub fn wait_icons(cb: &Cowbell, names: &Names, timeout: Duration) -> Result<(), String> {
-    if cb
-        .herdr
-        .wait_until(timeout, |s| names.icon_mismatches(s).is_empty())
-    {
+    wait_icons_with(cb, names, &Shows::default(), timeout)
+}
+
+/// The same under the configuration `shows`.
+pub fn wait_icons_with(
+    cb: &Cowbell,
+    names: &Names,
+    shows: &Shows,
+    timeout: Duration,
+) -> Result<(), String> {
+    let wrong = |s: &Snapshot| names.icon_mismatches_with(s, shows);
+    if cb.herdr.wait_until(timeout, |s| wrong(s).is_empty()) {
         return Ok(());
     }
-    Err(short(&names.icon_mismatches(&cb.herdr.snapshot())))
+    Err(short(&wrong(&cb.herdr.snapshot())))
 }
 
 /// Invariant 2: every tab shows the icon of its status within `timeout`.
